@@ -1,0 +1,27 @@
+# Two commands on a fresh clone: `make demo` and `make test`.
+# Both create .venv in the repo root and install the pinned dependencies first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip==25.3
+	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,bench]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/loadgen run scenarios/server.toml --sut builtin:digits --out runs/demo --set preset=dev
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info
