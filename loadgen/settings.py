@@ -183,7 +183,7 @@ def settings_from_mapping(values: dict[str, Any]) -> TestSettings:
     """Build validated settings from flat key/values over scenario and preset defaults."""
     problems: list[str] = []
     coerced = {k: _coerce(k, v, problems) for k, v in values.items()}
-    scenario = coerced.get("scenario") or TestSettings.scenario
+    scenario = coerced.get("scenario") or Scenario.SERVER
     layered: dict[str, Any] = dict(SCENARIO_DEFAULTS[scenario])
     if coerced.get("preset") == "dev":
         layered |= DEV_PRESET

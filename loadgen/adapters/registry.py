@@ -1,0 +1,40 @@
+"""Turn a `--sut SPEC` string into an adapter.
+
+    null                                  completes at once (harness calibration)
+    sim:service=const:2ms,servers=1       queueing simulator (also exp:, lognormal:)
+    builtin:MODEL[,key=value...]          the serving harness, in process
+"""
+
+from __future__ import annotations
+
+from loadgen.adapters.base import SystemUnderTest
+from loadgen.adapters.null import NullSut
+from loadgen.adapters.sim import SimSut
+from loadgen.errors import SutSpecError
+
+__all__ = ["make_sut", "parse_options"]
+
+
+def parse_options(text: str) -> dict[str, str]:
+    """'a=1,b=x' -> {'a': '1', 'b': 'x'}; a bare word is an error naming it."""
+    options: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise SutSpecError(f"{part!r}: expected key=value")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def make_sut(spec: str) -> SystemUnderTest:
+    """The adapter a SPEC names; raises SutSpecError with the accepted forms."""
+    kind, _, rest = spec.partition(":")
+    if kind == "null" and not rest:
+        return NullSut()
+    if kind == "sim":
+        return SimSut.from_options(parse_options(rest))
+    if kind == "builtin":
+        from loadgen.adapters.inprocess import InProcessSut
+
+        return InProcessSut.from_spec(spec)
+    raise SutSpecError(f"--sut {spec!r}: expected null, sim:..., or builtin:MODEL[,key=value...]")

@@ -1,0 +1,116 @@
+"""The public run API: settings + SUT in, result out. The CLI, sweeps and searches call this."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from loadgen.adapters.base import SystemUnderTest
+from loadgen.collect import Collector
+from loadgen.errors import SutError
+from loadgen.qsl import QuerySampleLibrary, accuracy_queries, sample_chunks
+from loadgen.report.environment import environment
+from loadgen.report.result import build_result, write_result
+from loadgen.report.summary import write_summary
+from loadgen.runner import Progress, Runner
+from loadgen.schedule import CHUNK, arrival_for, open_loop_offsets
+from loadgen.settings import Scenario, TestSettings
+from loadgen.stats import summarize
+from loadgen.verdict import evaluate
+
+__all__ = ["print_progress", "run_async", "run_loop", "run_test"]
+
+T = TypeVar("T")
+
+
+def _plan(settings: TestSettings) -> tuple[Any, Any]:
+    qsl = QuerySampleLibrary(settings.total_sample_count, settings.performance_sample_count,
+                             settings.qsl_rng_seed)
+    if settings.mode == "accuracy":
+        return None, iter([accuracy_queries(qsl, settings.samples_per_query)])
+    if settings.scenario is Scenario.OFFLINE:
+        return None, sample_chunks(qsl, settings.offline_sample_count,
+                                   settings.sample_index_rng_seed, 1)
+    samples = sample_chunks(qsl, settings.samples_per_query, settings.sample_index_rng_seed, CHUNK)
+    if settings.closed_loop:
+        return None, samples
+    return open_loop_offsets(arrival_for(settings), settings), samples
+
+
+def _accuracy(settings: TestSettings, sut: SystemUnderTest, collector: Collector,
+              queries: list[Any]) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+    score = getattr(sut, "score", None)
+    if settings.mode != "accuracy":
+        return None, ()
+    if score is None or collector.outputs is None:
+        return None, (f"accuracy mode: SUT {sut.name!r} cannot score its outputs",)
+    value, samples = score(queries, collector.outputs)
+    figures = {"value": value, "target": settings.accuracy_target, "samples": samples}
+    if value < settings.accuracy_target:
+        return figures, (f"accuracy {value:.4f} is below accuracy_target "
+                         f"{settings.accuracy_target:g}",)
+    return figures, ()
+
+
+async def run_async(settings: TestSettings, sut: SystemUnderTest,
+                    progress: Callable[[Progress], None] | None = None) -> dict[str, Any]:
+    """Run one test against a SUT on the running loop; returns the result document."""
+    slo_ns = int(settings.target_latency_ms * 1e6) or 2**62
+    collector = Collector(slo_ns, int(settings.query_timeout_ms * 1e6),
+                          keep_outputs=settings.mode == "accuracy")
+    offsets, samples = _plan(settings)
+    queries = (QuerySampleLibrary(settings.total_sample_count, settings.performance_sample_count,
+                                  settings.qsl_rng_seed), settings.samples_per_query)
+    runner = Runner(settings, sut, collector, offsets, samples, progress)
+    collector.on_finish = runner.query_finished
+    try:
+        await sut.start(collector, runner)
+    except Exception as exc:
+        raise SutError(f"SUT {sut.name!r} failed to start: {exc}") from exc
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, runner.interrupt)
+    try:
+        times = await runner.run()
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        await sut.stop()
+    stats = summarize(settings, collector, times)
+    accuracy, extra = _accuracy(settings, sut, collector,
+                                accuracy_queries(*queries) if settings.mode == "accuracy" else [])
+    verdict = evaluate(settings, stats, extra)
+    return build_result(settings, stats, verdict, sut.describe(), environment(),
+                        {"accuracy": accuracy} if accuracy is not None else None)
+
+
+def run_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on uvloop where available, else stock asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
+
+
+def run_test(settings: TestSettings, sut: SystemUnderTest, out_dir: Path | None = None,
+             progress: Callable[[Progress], None] | None = None) -> dict[str, Any]:
+    """Run one test to completion; with `out_dir`, write result.json and summary.txt there."""
+    result = run_loop(run_async(settings, sut, progress))
+    if out_dir is not None:
+        write_result(out_dir, result)
+        write_summary(out_dir, result)
+    return result
+
+
+def print_progress(p: Progress) -> None:
+    """A one-line progress report on stderr."""
+    rate = p.finished / (p.elapsed_ns / 1e9) if p.elapsed_ns else 0.0
+    print(f"[{p.elapsed_ns / 1e9:7.1f}s] issued {p.issued}  done {p.finished}  "
+          f"in flight {p.in_flight}  errors {p.errors}  ({rate:.0f}/s)", file=sys.stderr)

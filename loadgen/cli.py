@@ -1,0 +1,68 @@
+"""The `loadgen` command: parse, build settings and SUT, call the library, report, exit.
+
+Exit codes: 0 VALID, 1 INVALID, 2 bad usage or settings, 3 the run failed (SUT error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from loadgen.errors import LoadgenError, SettingsError, SutSpecError
+
+__all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_USAGE", "EXIT_VALID", "main"]
+
+EXIT_VALID, EXIT_INVALID, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run one test definition against a SUT")
+    p.add_argument("file", type=Path, help="TOML test definition (see scenarios/)")
+    p.add_argument("--sut", required=True, help="null | sim:... | builtin:MODEL[,k=v...]")
+    p.add_argument("--out", type=Path, default=Path("runs/latest"), help="run directory")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines, no summary")
+    p.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from loadgen.adapters.registry import make_sut
+    from loadgen.api import print_progress, run_test
+    from loadgen.report.summary import render_summary
+    from loadgen.settings import load_settings
+
+    settings = load_settings(args.file, args.overrides)
+    sut = make_sut(args.sut)
+    result = run_test(settings, sut, args.out, None if args.quiet else print_progress)
+    if not args.quiet:
+        print(render_summary(result), end="")
+        print(f"wrote {args.out / 'result.json'} and {args.out / 'summary.txt'}")
+    return EXIT_VALID if result["valid"] else EXIT_INVALID
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="loadgen", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `loadgen` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (SettingsError, SutSpecError) as exc:
+        print(f"loadgen: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except LoadgenError as exc:
+        print(f"loadgen: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

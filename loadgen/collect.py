@@ -1,0 +1,148 @@
+"""The completion sink: turns the runner's stamps into recorded latencies and counts.
+
+The runner registers each query as it issues it (`issued`); the SUT reports it
+back once (`done` or `failed`). Only queries scheduled inside the measured
+window (after warm-up) are recorded; all are counted for progress.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from loadgen.record import Recorder
+
+__all__ = ["Collector", "MAX_ERROR_KINDS"]
+
+MAX_ERROR_KINDS = 64
+_OTHER = "other"
+
+
+class Collector:
+    """Per-run recording state; implements `CompletionSink`."""
+
+    def __init__(
+        self,
+        slo_ns: int,
+        query_timeout_ns: int = 0,
+        keep_outputs: bool = False,
+        on_finish: Callable[[int], None] | None = None,
+    ) -> None:
+        self.slo_ns = slo_ns
+        self.query_timeout_ns = query_timeout_ns
+        self.latency = Recorder()
+        self.service_latency = Recorder()
+        self.issue_lag = Recorder()
+        self.query_latency = Recorder()
+        self.components: dict[str, Recorder] = {}
+        self.batch_sizes: collections.Counter[int] = collections.Counter()
+        self.errors_by_kind: collections.Counter[str] = collections.Counter()
+        self.outputs: dict[int, Any] | None = {} if keep_outputs else None
+        self.issued = 0
+        self.finished = 0
+        self.measured_queries = 0
+        self.measured_samples = 0
+        self.measured_errors = 0
+        self.overlatency = 0
+        self.late = 0
+        self.first_measured_ns: int | None = None
+        self.last_done_ns = 0
+        self.on_finish = on_finish
+        self._inflight: dict[int, tuple[int, int, int, bool]] = {}
+        self._deadlines: collections.deque[tuple[int, int]] = collections.deque()
+
+    @property
+    def in_flight(self) -> int:
+        """Queries issued and not yet done, failed or expired."""
+        return len(self._inflight)
+
+    def issued_query(self, query_id: int, scheduled_ns: int, sent_ns: int, samples: int,
+                     measured: bool) -> None:
+        """Register a query the moment before it is handed to the SUT."""
+        self._inflight[query_id] = (scheduled_ns, sent_ns, samples, measured)
+        self.issued += 1
+        if measured:
+            self.issue_lag.add(sent_ns - scheduled_ns)
+            if self.first_measured_ns is None:
+                self.first_measured_ns = scheduled_ns
+        if self.query_timeout_ns:
+            self._deadlines.append((scheduled_ns + self.query_timeout_ns, query_id))
+
+    def done(
+        self,
+        query_id: int,
+        done_ns: int,
+        components: Mapping[str, int] | None = None,
+        sample_done_ns: Sequence[int] | None = None,
+        output: Any = None,
+    ) -> None:
+        entry = self._inflight.pop(query_id, None)
+        if entry is None:
+            self.late += 1
+            return
+        scheduled_ns, sent_ns, samples, measured = entry
+        self.finished += 1
+        if measured:
+            latency = done_ns - scheduled_ns
+            self.measured_queries += 1
+            self.measured_samples += samples
+            self.query_latency.add(latency)
+            if sample_done_ns is None:
+                self.latency.add(latency)
+            else:
+                for t in sample_done_ns:
+                    self.latency.add(t - scheduled_ns)
+            self.service_latency.add(done_ns - sent_ns)
+            if latency > self.slo_ns:
+                self.overlatency += 1
+            if done_ns > self.last_done_ns:
+                self.last_done_ns = done_ns
+            if components:
+                self._components(components)
+            if self.outputs is not None:
+                self.outputs[query_id] = output
+        if self.on_finish is not None:
+            self.on_finish(done_ns)
+
+    def failed(self, query_id: int, done_ns: int, kind: str) -> None:
+        entry = self._inflight.pop(query_id, None)
+        if entry is None:
+            self.late += 1
+            return
+        self.finished += 1
+        self._count_error(kind, measured=entry[3])
+        if self.on_finish is not None:
+            self.on_finish(done_ns)
+
+    def expire(self, now_ns: int) -> None:
+        """Fail every in-flight query whose `query_timeout_ms` has passed."""
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now_ns:
+            _, query_id = deadlines.popleft()
+            if query_id in self._inflight:
+                self.failed(query_id, now_ns, "timeout")
+
+    def abandon(self, now_ns: int, kind: str = "unfinished") -> int:
+        """Fail whatever is still in flight (drain ran out); returns how many."""
+        left = list(self._inflight)
+        for query_id in left:
+            self.failed(query_id, now_ns, kind)
+        return len(left)
+
+    def _components(self, components: Mapping[str, int]) -> None:
+        for name, value in components.items():
+            if name == "batch_size":
+                self.batch_sizes[int(value)] += 1
+                continue
+            recorder = self.components.get(name)
+            if recorder is None:
+                recorder = self.components[name] = Recorder()
+            recorder.add(int(value))
+
+    def _count_error(self, kind: str, measured: bool) -> None:
+        if kind not in self.errors_by_kind and len(self.errors_by_kind) >= MAX_ERROR_KINDS:
+            kind = _OTHER
+        self.errors_by_kind[kind] += 1
+        if measured:
+            self.measured_errors += 1

@@ -1,0 +1,262 @@
+"""The engine: walks the plan, stamps times, hands queries to the SUT.
+
+Only this module reads the clock or awaits. Open loop (Server) issues each
+query at its scheduled time whatever is still in flight; closed loop
+(SingleStream, MultiStream, `arrival = "closed"`) issues the next query when
+one completes, scheduled at that completion's stamped time. asyncio's timers
+are about 1 ms coarse, so waits end `SPIN_WINDOW_NS` early and the rest is a
+yielding spin; the SUT's own timers (`call_at_ns`) are served the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from loadgen.adapters.base import SystemUnderTest
+from loadgen.collect import Collector
+from loadgen.settings import Scenario, TestSettings
+
+__all__ = ["PROGRESS_EVERY_NS", "Progress", "RunTimes", "Runner"]
+
+SPIN_WINDOW_NS = 2_000_000
+BUSY_WAIT_NS = 10_000
+YIELD_EVERY = 64
+PROGRESS_EVERY_NS = 2_000_000_000
+_FAR_NS = 50_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class RunTimes:
+    """When the run started, began measuring, stopped issuing and ended (perf_counter ns)."""
+
+    start_ns: int
+    measure_start_ns: int
+    issue_end_ns: int
+    end_ns: int
+    interrupted: bool
+    unfinished: int
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A snapshot for progress lines on long runs."""
+
+    elapsed_ns: int
+    issued: int
+    finished: int
+    in_flight: int
+    errors: int
+
+
+class Runner:
+    """One run's issuing state; also the `Timers` service handed to the SUT."""
+
+    def __init__(
+        self,
+        settings: TestSettings,
+        sut: SystemUnderTest,
+        collector: Collector,
+        offsets: Iterator[np.ndarray] | None,
+        samples: Iterator[np.ndarray],
+        progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sut = sut
+        self.collector = collector
+        self._offsets = offsets
+        self._samples = samples
+        self._progress = progress
+        self._timers: list[tuple[int, int, Callable[[], None]]] = []
+        self._timer_seq = itertools.count()
+        self._ready: collections.deque[int] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._stop = False
+        self._next_id = 0
+        self._start_ns = 0
+        self._next_progress_ns = 0
+
+    # -- services for the SUT and the collector ---------------------------------------------
+
+    def call_at_ns(self, when_ns: int, callback: Callable[[], None]) -> None:
+        """Run `callback` once the clock reaches `when_ns` (served by the issue loop)."""
+        heapq.heappush(self._timers, (when_ns, next(self._timer_seq), callback))
+        self._wake()
+
+    def query_finished(self, done_ns: int) -> None:
+        """Collector hook: a query left flight; closed loop issues the next one."""
+        if self.settings.closed_loop:
+            self._ready.append(done_ns)
+        self._wake()
+
+    def interrupt(self) -> None:
+        """Stop issuing now (Ctrl-C); the run drains briefly and reports what it has."""
+        self._stop = True
+        self._wake()
+
+    # -- the run -----------------------------------------------------------------------------
+
+    async def run(self) -> RunTimes:
+        """Issue the whole plan, drain, and return the run's times."""
+        s = self.settings
+        clock = time.perf_counter_ns
+        self._start_ns = t0 = clock()
+        self._next_progress_ns = t0 + PROGRESS_EVERY_NS
+        measure_start = t0 + int(s.warmup_s * 1e9)
+        if s.mode == "accuracy" or s.scenario is Scenario.OFFLINE or s.closed_loop:
+            await self._issue_closed(t0, measure_start)
+        else:
+            await self._issue_open(t0, measure_start)
+        issue_end = clock()
+        drain_until = issue_end + int(s.drain_timeout_s * 1e9)
+        await self._pump(drain_until, lambda: self.collector.in_flight == 0, stoppable=False)
+        end = clock()
+        unfinished = self.collector.abandon(end) if self.collector.in_flight else 0
+        return RunTimes(t0, measure_start, issue_end, end, self._stop, unfinished)
+
+    async def _issue_open(self, t0: int, measure_start: int) -> None:
+        assert self._offsets is not None
+        clock = time.perf_counter_ns
+        in_a_row = 0
+        for offsets in self._offsets:
+            rows = next(self._samples)
+            for i, due in enumerate((offsets + t0).tolist()):
+                if self._stop:
+                    return
+                now = clock()
+                if due > now:
+                    await self._pump(due, _never)
+                    in_a_row = 0
+                elif in_a_row >= YIELD_EVERY:
+                    self._housekeeping(now)
+                    await asyncio.sleep(0)
+                    in_a_row = 0
+                elif self._timers and self._timers[0][0] <= now:
+                    self._run_timers(now)
+                self._issue(due, rows[i], due >= measure_start)
+                in_a_row += 1
+
+    async def _issue_closed(self, t0: int, measure_start: int) -> None:
+        s = self.settings
+        if s.mode == "accuracy":
+            plan: Iterator[np.ndarray] = iter(self._samples_rows())
+            concurrency = s.concurrency
+        elif s.scenario is Scenario.OFFLINE:
+            plan = iter([next(self._samples)[0]])
+            concurrency = 1
+        else:
+            plan = self._closed_rows(measure_start)
+            concurrency = s.concurrency if s.scenario is Scenario.SERVER else 1
+        self._ready.extend([t0] * concurrency)
+        while True:
+            while self._ready:
+                scheduled = self._ready.popleft()
+                row = next(plan, None)
+                if row is None or self._stop:
+                    return
+                self._issue(scheduled, row, scheduled >= measure_start)
+            await self._pump(None, self._ready.__len__)
+            if self._stop:
+                return
+
+    def _samples_rows(self) -> Iterator[np.ndarray]:
+        for chunk in self._samples:
+            yield from chunk
+
+    def _closed_rows(self, measure_start: int) -> Iterator[np.ndarray]:
+        """Rows until both minimums are met after warm-up, or a maximum is reached."""
+        s = self.settings
+        min_end = measure_start + int(s.min_duration_s * 1e9)
+        max_end = measure_start + int(s.max_duration_s * 1e9) if s.max_duration_s else None
+        clock = time.perf_counter_ns
+        measured = 0
+        for row in self._samples_rows():
+            now = clock()
+            if now >= measure_start:
+                if measured >= s.min_query_count and now >= min_end:
+                    return
+                if (max_end is not None and now >= max_end) or (
+                    s.max_query_count and measured >= s.max_query_count
+                ):
+                    return
+                measured += 1
+            yield row
+
+    def _issue(self, scheduled: int, samples: np.ndarray, measured: bool) -> None:
+        query_id = self._next_id
+        self._next_id = query_id + 1
+        sent = time.perf_counter_ns()
+        self.collector.issued_query(query_id, scheduled, sent, len(samples), measured)
+        self.sut.issue(query_id, samples)
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    async def _pump(self, until_ns: int | None, satisfied: Callable[[], object],
+                    stoppable: bool = True) -> None:
+        """Serve timers and expiries until `satisfied()`, the deadline, or a stop."""
+        clock = time.perf_counter_ns
+        while True:
+            now = clock()
+            self._housekeeping(now)
+            if satisfied() or (stoppable and self._stop):
+                return
+            if until_ns is not None and now >= until_ns:
+                return
+            target = now + _FAR_NS if until_ns is None else until_ns
+            if self._timers and self._timers[0][0] < target:
+                target = self._timers[0][0]
+            remaining = target - now
+            if remaining > SPIN_WINDOW_NS:
+                await self._sleep((remaining - SPIN_WINDOW_NS) / 1e9)
+            elif remaining > BUSY_WAIT_NS:
+                await asyncio.sleep(0)
+            else:
+                while clock() < target:
+                    pass
+
+    def _housekeeping(self, now: int) -> None:
+        if self._timers and self._timers[0][0] <= now:
+            self._run_timers(now)
+        if self.collector.query_timeout_ns:
+            self.collector.expire(now)
+        if self._progress is not None and now >= self._next_progress_ns:
+            self._next_progress_ns = now + PROGRESS_EVERY_NS
+            c = self.collector
+            self._progress(Progress(now - self._start_ns, c.issued, c.finished, c.in_flight,
+                                    sum(c.errors_by_kind.values())))
+
+    def _run_timers(self, now: int) -> None:
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            heapq.heappop(timers)[2]()
+
+    async def _sleep(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        handle = loop.call_later(seconds, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            handle.cancel()
+            self._waiter = None
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _never() -> bool:
+    return False
