@@ -1,0 +1,347 @@
+"""Dynamic batching with Triton's semantics, counted in rows.
+
+A request carries n >= 1 rows. One dispatcher thread forms batches, and only
+while a worker is free (as Triton waits for a model instance), so batches grow
+while every worker is busy. Requests are taken by priority (lower number
+first), FIFO within a level. A forming batch is dispatched at once when it is
+full (`max_batch_size` rows, or the next request would not fit), when a
+preferred size can be reached (the largest one is taken), or else when its
+oldest request has waited `max_queue_delay_us` since it was enqueued.
+
+Per request the batcher stamps `enqueue_ns`, `pick_ns` (taken into the forming
+batch) and the batch's `dispatch_ns`, so that queue wait is pick - enqueue and
+batch formation is dispatch - pick: disjoint intervals. A request whose timeout
+passes before dispatch is removed and failed with `RequestTimeout`, never run.
+Waiting uses `threading.Condition` timeouts, precise to tens of microseconds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sut.errors import ConfigError, Overloaded, RequestTimeout, SutError
+
+__all__ = ["Batch", "Batcher", "BatcherConfig", "Request"]
+
+_log = logging.getLogger(__name__)
+_QUEUED, _PICKED, _DISPATCHED, _DEAD = range(4)
+
+
+@dataclass(frozen=True, slots=True)
+class BatcherConfig:
+    """Batcher knobs; names and meaning follow Triton's dynamic batcher."""
+
+    max_batch_size: int = 8
+    max_queue_delay_us: int = 100
+    preferred_batch_sizes: tuple[int, ...] = ()
+    max_queue_size: int = 1024  # requests waiting to be dispatched; 0 = unbounded
+
+    def __post_init__(self) -> None:
+        for key in ("max_batch_size", "max_queue_delay_us", "max_queue_size"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(key, f"must be an integer, got {value!r}")
+        if self.max_batch_size < 1:
+            raise ConfigError("max_batch_size", f"must be >= 1, got {self.max_batch_size}")
+        if self.max_queue_delay_us < 0:
+            raise ConfigError("max_queue_delay_us", f"must be >= 0, got {self.max_queue_delay_us}")
+        if self.max_queue_size < 0:
+            raise ConfigError("max_queue_size", f"must be >= 0, got {self.max_queue_size}")
+        sizes = self.preferred_batch_sizes
+        if not isinstance(sizes, tuple) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= self.max_batch_size
+            for s in sizes
+        ):
+            raise ConfigError(
+                "preferred_batch_sizes",
+                f"must be a tuple of integers in [1, max_batch_size={self.max_batch_size}],"
+                f" got {sizes!r}",
+            )
+        object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(set(sizes))))
+
+    def with_knobs(self, **knobs: Any) -> BatcherConfig:
+        """A copy with `knobs` changed; ConfigError names an unknown knob or a bad value."""
+        names = {f.name for f in dataclasses.fields(BatcherConfig)}
+        for key in knobs:
+            if key not in names:
+                raise ConfigError(key, f"unknown batcher knob; known: {', '.join(sorted(names))}")
+        return dataclasses.replace(self, **knobs)
+
+
+class Request:
+    """One queued request; `callback` gets an exception when the batcher fails it."""
+
+    __slots__ = (
+        "callback", "deadline_ns", "enqueue_ns", "inputs", "pick_ns", "priority", "rows",
+        "seq", "state",
+    )
+
+    def __init__(
+        self,
+        inputs: dict[str, np.ndarray],
+        rows: int,
+        callback: Callable[[Any], None],
+        priority: int,
+        enqueue_ns: int,
+        deadline_ns: int | None,
+        seq: int,
+    ) -> None:
+        self.inputs = inputs
+        self.rows = rows
+        self.callback = callback
+        self.priority = priority
+        self.enqueue_ns = enqueue_ns
+        self.deadline_ns = deadline_ns
+        self.seq = seq
+        self.pick_ns = 0
+        self.state = _QUEUED
+
+
+@dataclass(slots=True)
+class Batch:
+    """Requests dispatched together, in order; rows are concatenated in this order."""
+
+    requests: list[Request]
+    rows: int
+    dispatch_ns: int
+    first_pick_ns: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.first_pick_ns = self.requests[0].pick_ns
+
+
+class Batcher:
+    """Queues requests and hands batches to `dispatch` while fewer than `slots` run.
+
+    Whoever runs a dispatched batch calls `release()` when it is finished.
+    """
+
+    def __init__(
+        self, config: BatcherConfig, dispatch: Callable[[Batch], None], slots: int
+    ) -> None:
+        self._config = config
+        self._dispatch = dispatch
+        self._free = slots
+        self._cond = threading.Condition()
+        self._queues: dict[int, deque[Request]] = {}
+        self._levels: list[int] = []
+        self._queued = 0
+        self._forming: list[Request] = []
+        self._forming_rows = 0
+        self._deadlines: list[tuple[int, int, Request]] = []
+        self._seq = itertools.count()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="sut-batcher", daemon=True)
+        self.rejected = 0
+        self.expired = 0
+
+    @property
+    def config(self) -> BatcherConfig:
+        """The knobs in force."""
+        return self._config
+
+    @property
+    def waiting(self) -> int:
+        """Requests queued or in the forming batch."""
+        with self._cond:
+            return self._queued + len(self._forming)
+
+    def start(self) -> None:
+        """Start the dispatcher thread."""
+        self._thread.start()
+
+    def configure(self, **knobs: Any) -> BatcherConfig:
+        """Change knobs while running; validated as a whole, applied at once."""
+        with self._cond:
+            self._config = self._config.with_knobs(**knobs)
+            self._cond.notify()
+            return self._config
+
+    def submit(
+        self,
+        inputs: dict[str, np.ndarray],
+        rows: int,
+        callback: Callable[[Any], None],
+        priority: int = 0,
+        timeout_ns: int | None = None,
+    ) -> None:
+        """Queue a request; raises `Overloaded` when the queue is full."""
+        now = time.perf_counter_ns()
+        deadline = None if timeout_ns is None else now + timeout_ns
+        with self._cond:
+            if self._closed:
+                raise SutError("the batcher is stopped; request not queued")
+            limit = self._config.max_queue_size
+            if limit and self._queued + len(self._forming) >= limit:
+                self.rejected += 1
+                raise Overloaded(
+                    f"queue full: {limit} requests waiting (max_queue_size={limit}); rejected"
+                )
+            req = Request(inputs, rows, callback, priority, now, deadline, next(self._seq))
+            queue = self._queues.get(priority)
+            if queue is None:
+                queue = self._queues[priority] = deque()
+                bisect.insort(self._levels, priority)
+            queue.append(req)
+            self._queued += 1
+            if deadline is not None:
+                heapq.heappush(self._deadlines, (deadline, req.seq, req))
+            self._cond.notify()
+
+    def release(self) -> None:
+        """A dispatched batch has finished; its worker is free."""
+        with self._cond:
+            self._free += 1
+            self._cond.notify()
+
+    def close(self, drain: bool = True) -> None:
+        """Stop taking requests; dispatch what waits (drain) or fail it; join the thread."""
+        victims: list[Request] = []
+        with self._cond:
+            self._closed = True
+            if not drain:
+                victims = self._forming + [r for r in self._live()]
+                for r in victims:
+                    r.state = _DEAD
+                self._queues.clear()
+                self._levels.clear()
+                self._forming, self._forming_rows, self._queued = [], 0, 0
+            self._cond.notify()
+        for r in victims:
+            _fail(r, SutError("the service stopped before the request ran"))
+        if self._thread.is_alive():
+            self._thread.join()
+
+    # -- dispatcher thread -------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                expired, batch, finished = self._step()
+            for r in expired:
+                _fail(r, RequestTimeout(f"request expired after waiting {_waited_ms(r)} in queue"))
+            if batch is not None:
+                self._dispatch(batch)
+            if finished:
+                return
+
+    def _step(self) -> tuple[list[Request], Batch | None, bool]:
+        """Under the lock: wait until requests expire, a batch is due, or all is done."""
+        while True:
+            now = time.perf_counter_ns()
+            expired = self._expire(now)
+            batch, wake_ns = self._form(now) if self._free > 0 else (None, None)
+            if batch is not None:
+                self._free -= 1
+            if expired or batch is not None:
+                return expired, batch, False
+            if self._closed and not self._queued and not self._forming:
+                return [], None, True
+            if self._deadlines:
+                first = self._deadlines[0][0]
+                wake_ns = first if wake_ns is None else min(wake_ns, first)
+            self._cond.wait(None if wake_ns is None else max(0, wake_ns - now) / 1e9)
+
+    def _expire(self, now: int) -> list[Request]:
+        out: list[Request] = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            req = heapq.heappop(self._deadlines)[2]
+            if req.state == _QUEUED:
+                self._queued -= 1
+            elif req.state == _PICKED:
+                self._forming.remove(req)
+                self._forming_rows -= req.rows
+            else:
+                continue
+            req.state = _DEAD
+            out.append(req)
+        if out:
+            self.expired += len(out)
+        return out
+
+    def _live(self) -> Iterator[Request]:
+        for level in self._levels:
+            for req in self._queues[level]:
+                if req.state == _QUEUED:
+                    yield req
+
+    def _form(self, now: int) -> tuple[Batch | None, int | None]:
+        """Pick what fits into the forming batch; return it when it is due, else its wake time."""
+        cfg = self._config
+        rows = self._forming_rows
+        candidates: list[Request] = []
+        full = False
+        for req in self._live():
+            if rows + req.rows > cfg.max_batch_size:
+                if not self._forming and not candidates:  # oversized after a shrink: alone
+                    candidates.append(req)
+                full = True
+                break
+            candidates.append(req)
+            rows += req.rows
+            if rows == cfg.max_batch_size:
+                full = True
+                break
+        take = len(candidates)
+        if not full and cfg.preferred_batch_sizes:
+            rows = self._forming_rows
+            best = 0 if rows in cfg.preferred_batch_sizes else -1
+            for i, req in enumerate(candidates):
+                rows += req.rows
+                if rows in cfg.preferred_batch_sizes:
+                    best = i + 1
+            if best >= 0:
+                take, full = best, True
+        self._pick(take, now)
+        if not self._forming:
+            return None, None
+        due = self._forming[0].enqueue_ns + cfg.max_queue_delay_us * 1000
+        if full or self._closed or now >= due:
+            batch = Batch(self._forming, self._forming_rows, now)
+            for req in batch.requests:
+                req.state = _DISPATCHED
+            self._forming, self._forming_rows = [], 0
+            return batch, None
+        return None, due
+
+    def _pick(self, take: int, now: int) -> None:
+        """Move the first `take` live requests, in order, into the forming batch."""
+        for level in list(self._levels):
+            queue = self._queues[level]
+            while queue and (take > 0 or queue[0].state != _QUEUED):
+                req = queue.popleft()
+                if req.state != _QUEUED:
+                    continue
+                req.state, req.pick_ns = _PICKED, now
+                self._forming.append(req)
+                self._forming_rows += req.rows
+                self._queued -= 1
+                take -= 1
+            if not queue:
+                del self._queues[level]
+                self._levels.remove(level)
+            if take == 0:
+                return
+
+
+def _waited_ms(req: Request) -> str:
+    return f"{(time.perf_counter_ns() - req.enqueue_ns) / 1e6:.3f} ms"
+
+
+def _fail(req: Request, exc: BaseException) -> None:
+    try:
+        req.callback(exc)
+    except Exception:  # a caller's callback must not kill the dispatcher
+        _log.exception("request callback raised")

@@ -1,0 +1,400 @@
+"""The in-process inference API, shared by the loadgen adapter and the servers.
+
+`InferenceService` owns one model: it loads it (timed), places a copy per
+device at the precision the device supports, measures the first inference,
+warms up through the real path, then feeds a `Batcher` into a `WorkerPool`.
+Per request it reports durations in ns, disjoint and in order:
+
+    queue            enqueue -> picked into a forming batch
+    batch_formation  picked -> batch dispatched
+    h2d              staging (pinned on CUDA) and host-to-device copy
+    compute          the forward pass, with precision casts
+    d2h              device-to-host copy of the outputs
+    postprocess      end of d2h -> this request's `done_ns` (slicing, earlier callbacks)
+    server_total     enqueue -> done_ns (covers the handoffs between the phases too)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from sut.batcher import Batch, Batcher
+from sut.errors import InvalidInput, ModelLoadError, SutError
+from sut.models import LoadedModel, check_model, load_model
+from sut.options import ServiceOptions, parse_options
+from sut.tensors import TensorSpec, numpy_dtype
+from sut.workers import (
+    PRECISIONS, Executor, WorkerPool, cpu_cores, plan_workers, resolve_precision,
+)
+
+__all__ = ["InferResult", "InferenceService", "ModelMetadata", "TensorSpec", "build_service"]
+
+Callback = Callable[[Any], None]  # receives an InferResult or an exception
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMetadata:
+    """What a client needs to call the model (OIP model metadata)."""
+
+    name: str
+    versions: tuple[str, ...]
+    platform: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    max_batch_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class InferResult:
+    """One request's outputs (its rows only), component durations, batch rows, finish time."""
+
+    outputs: dict[str, np.ndarray]
+    timings_ns: dict[str, int]
+    batch_size: int
+    done_ns: int
+
+
+class InferenceService:
+    """One model served in-process; see the module docstring for the timings."""
+
+    def __init__(self, model: str, options: ServiceOptions | None = None) -> None:
+        self._model_name = model
+        self._options = options or ServiceOptions()
+        cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        o = self._options
+        self._plan = plan_workers(o.device, instances=o.instances, workers=o.workers,
+                                  threads=o.threads, cores=cpu_cores(), cuda_count=cuda)
+        resolve_precision(o.precision, torch.device("cpu"), False)  # validates the name
+        self._batcher_config = o.batcher
+        self._loaded: LoadedModel | None = None
+        self._batcher: Batcher | None = None
+        self._pool: WorkerPool | None = None
+        self._ready = False
+        self._precision = ""
+        self._fallback = ""
+        self._cold: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._ok = self._failed = self._rows = self._queue_ns = self._compute_ns = 0
+        self._batch_sizes: Counter[int] = Counter()
+
+    # -- lifecycle -----------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """True between a successful `start` and `stop`."""
+        return self._ready
+
+    @property
+    def metadata(self) -> ModelMetadata:
+        """Names, datatypes and shapes; available once started."""
+        m = self._model()
+        return ModelMetadata(m.name, ("1",), m.platform, m.inputs, m.outputs,
+                             self._config_max_batch())
+
+    async def start(self) -> None:
+        """Load (timed), place, run a first inference (timed), start workers, warm up."""
+        if self._loaded is not None:
+            raise SutError("the service was already started")
+        await asyncio.to_thread(self._start)
+        self._ready = True
+
+    async def stop(self, drain: bool = True) -> None:
+        """Stop taking requests; run what waits (drain) or fail it; join all threads."""
+        self._ready = False
+        await asyncio.to_thread(self._shutdown, drain)
+
+    # -- requests ------------------------------------------------------------
+
+    async def infer(
+        self, inputs: dict[str, np.ndarray], *, priority: int = 0, timeout_ns: int | None = None
+    ) -> InferResult:
+        """Run one request; raises Overloaded, RequestTimeout, InvalidInput or SutError."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[InferResult] = loop.create_future()
+
+        def settle(result: Any) -> None:
+            if future.done():
+                return
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+        def callback(result: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(settle, result)
+            except RuntimeError:  # the loop closed; nobody waits any more
+                pass
+
+        self.submit(inputs, callback, priority=priority, timeout_ns=timeout_ns)
+        return await future
+
+    def submit(
+        self,
+        inputs: dict[str, np.ndarray],
+        callback: Callback,
+        *,
+        priority: int = 0,
+        timeout_ns: int | None = None,
+    ) -> None:
+        """Queue a request; `callback` later gets its InferResult or exception, in a sut thread.
+
+        Raises at once (never via the callback) InvalidInput, Overloaded, or SutError
+        when the service is not running.
+        """
+        batcher = self._batcher
+        if not self._ready or batcher is None:
+            raise SutError("the service is not running")
+        rows = self._validate(inputs)
+        if timeout_ns is not None and timeout_ns <= 0:
+            raise InvalidInput(f"timeout_ns must be > 0, got {timeout_ns}")
+        batcher.submit(inputs, rows, callback, priority, timeout_ns)
+
+    def configure(self, **knobs: Any) -> None:
+        """Retune batcher knobs (max_batch_size, max_queue_delay_us, ...) live; validated."""
+        if self._batcher is not None:
+            self._batcher_config = self._batcher.configure(**knobs)
+        else:
+            self._batcher_config = self._batcher_config.with_knobs(**knobs)
+
+    # -- reporting -----------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since warm-up ended; time totals in ns (queue per request, compute per batch)."""
+        b = self._batcher
+        with self._lock:
+            return {
+                "model": self._model_name,
+                "requests": {"ok": self._ok, "failed": self._failed,
+                             "rejected": b.rejected if b else 0,
+                             "timeout": b.expired if b else 0},
+                "rows_ok": self._rows,
+                "waiting": b.waiting if b else 0,
+                "queue_ns_total": self._queue_ns,
+                "compute_ns_total": self._compute_ns,
+                "batches": sum(self._batch_sizes.values()),
+                "batch_sizes": dict(sorted(self._batch_sizes.items())),
+            }
+
+    def describe(self) -> dict[str, Any]:
+        """The conditions a result must carry: model, device, precision, workers, knobs."""
+        o, m = self._options, self._loaded
+        return {
+            "model": self._model_name,
+            "platform": m.platform if m else None,
+            "device": sorted(set(self._plan.devices)),
+            "precision": self._precision or None,
+            "precision_requested": o.precision,
+            "precision_note": self._fallback or None,
+            "workers": len(self._plan.devices),
+            "instances": len(self._plan.devices) // len(set(self._plan.devices)),
+            "threads_per_worker": self._plan.threads_per_worker,
+            "batcher": dataclasses.asdict(self._batcher_config),
+            "cold_start": dict(self._cold),
+            "seed": o.seed,
+            "dataset_size": m.dataset.size if m else None,
+            "model_info": dict(m.info) if m else {},
+            "torch": torch.__version__,
+            "cuda_devices": [torch.cuda.get_device_name(d) for d in sorted(set(self._plan.devices))
+                             if d.startswith("cuda")],
+        }
+
+    def sample_inputs(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """The dataset's inputs for these indices (one row each); available once started."""
+        return self._model().dataset.sample_inputs(indices)
+
+    def labels(self, indices: np.ndarray) -> np.ndarray | None:
+        """The dataset's labels for these indices, or None when it has none."""
+        return self._model().dataset.labels(indices)
+
+    @property
+    def dataset_size(self) -> int:
+        """Number of samples the dataset holds; valid indices are [0, dataset_size)."""
+        return self._model().dataset.size
+
+    # -- internals -----------------------------------------------------------
+
+    def _model(self) -> LoadedModel:
+        if self._loaded is None:
+            raise SutError("the service has not been started; the model is not loaded")
+        return self._loaded
+
+    def _config_max_batch(self) -> int:
+        return self._batcher_config.max_batch_size
+
+    def _validate(self, inputs: Mapping[str, np.ndarray]) -> int:
+        specs = self._model().inputs
+        if len(inputs) != len(specs) or any(s.name not in inputs for s in specs):
+            raise InvalidInput(f"want inputs {[s.name for s in specs]}, got {sorted(inputs)}")
+        rows = -1
+        for spec in specs:
+            array = inputs[spec.name]
+            if not isinstance(array, np.ndarray) or array.dtype != numpy_dtype(spec.datatype):
+                got = getattr(array, "dtype", type(array).__name__)
+                raise InvalidInput(f"{spec.name}: want {spec.datatype} array, got {got}")
+            if array.ndim != len(spec.shape) or array.shape[1:] != spec.shape[1:]:
+                raise InvalidInput(f"{spec.name}: want shape {spec.shape}, got {array.shape}")
+            if array.shape[0] < 1 or rows not in (-1, array.shape[0]):
+                raise InvalidInput(f"{spec.name}: batch dim {array.shape[0]}; inputs must agree, >= 1")
+            rows = array.shape[0]
+        limit = self._config_max_batch()
+        if rows > limit:
+            raise InvalidInput(f"{rows} rows exceed max_batch_size={limit}")
+        return rows
+
+    def _shutdown(self, drain: bool) -> None:
+        if self._batcher is not None:
+            self._batcher.close(drain)
+        if self._pool is not None:
+            self._pool.stop()
+
+    def _start(self) -> None:
+        o = self._options
+        began = time.perf_counter_ns()
+        try:
+            loaded = load_model(self._model_name, o.model_options, o.seed)
+        except SutError:
+            raise
+        except Exception as exc:
+            raise ModelLoadError(f"cannot load {self._model_name!r}: {exc!r}") from exc
+        devices = sorted(set(self._plan.devices))  # all CPU or all CUDA
+        cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        precision = resolve_precision(o.precision, torch.device(devices[0]), cuda_bf16)
+        if precision != o.precision:
+            self._fallback = f"{o.precision} unsupported on {', '.join(devices)}; used {precision}"
+        copies = self._place(loaded.module, devices, precision)
+        self._cold["load_ns"] = time.perf_counter_ns() - began
+        sample = loaded.dataset.sample_inputs(np.zeros(1, dtype=np.int64))
+        try:
+            self._cold["first_inference_ns"] = _first_inference(copies, devices[0], precision,
+                                                                loaded, sample)
+        except Exception as exc:
+            if precision == "fp32":
+                raise ModelLoadError(f"the first inference failed: {exc!r}") from exc
+            self._fallback = f"{precision} failed on the first inference ({exc!r}); used fp32"
+            precision, copies = "fp32", self._place(loaded.module, devices, "fp32")
+            self._cold["first_inference_ns"] = _first_inference(copies, devices[0], "fp32",
+                                                                loaded, sample)
+        self._precision, self._loaded = precision, loaded
+        executors = [Executor(copies[d], torch.device(d), precision, loaded.inputs, loaded.outputs)
+                     for d in self._plan.devices]
+        batcher = Batcher(self._batcher_config, lambda b: pool.dispatch(b), len(executors))
+        pool = WorkerPool(executors, self._plan.threads_per_worker, self._run_batch,
+                          batcher.release)
+        self._batcher, self._pool = batcher, pool
+        pool.start()
+        batcher.start()
+        warm = time.perf_counter_ns()
+        try:
+            self._warm_up(batcher, len(executors))
+        except Exception:
+            self._shutdown(False)
+            raise
+        self._cold["warmup_ns"] = time.perf_counter_ns() - warm
+        self._cold["start_ns"] = time.perf_counter_ns() - began
+
+    def _place(self, module: torch.nn.Module, devices: list[str], precision: str
+               ) -> dict[str, torch.nn.Module]:
+        copies = {}
+        for device in devices:
+            shared = device == "cpu" and precision == "fp32"
+            placed = module if shared else copy.deepcopy(module)
+            copies[device] = placed.to(device=torch.device(device), dtype=PRECISIONS[precision])
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return copies
+
+    def _warm_up(self, batcher: Batcher, workers: int) -> None:
+        """Run `warmup` rounds of full and one-row requests through the real path."""
+        model, rounds = self._model(), self._options.warmup
+        full = model.dataset.sample_inputs(np.arange(self._config_max_batch()) % model.dataset.size)
+        one = {k: v[:1] for k, v in full.items()}
+        results: list[Any] = []
+        done = threading.Semaphore(0)
+
+        def collect(result: Any) -> None:
+            results.append(result)
+            done.release()
+
+        for _ in range(rounds):
+            for inputs in (full, one):
+                for _ in range(workers):
+                    batcher.submit(inputs, len(next(iter(inputs.values()))), collect)
+                for _ in range(workers):
+                    done.acquire()
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise ModelLoadError(f"warm-up failed: {errors[0]!r}")
+        with self._lock:
+            self._ok = self._rows = self._queue_ns = self._compute_ns = 0
+            self._batch_sizes.clear()
+
+    def _run_batch(self, executor: Executor, batch: Batch) -> None:
+        """In a worker thread: run the batch, slice each request's rows, call back."""
+        requests = batch.requests
+        try:
+            parts = {name: [r.inputs[name] for r in requests] for name in requests[0].inputs}
+            outputs, phase = executor.run(parts, batch.rows)
+        except Exception as exc:
+            error = SutError(f"inference failed on a batch of {batch.rows} rows: {exc!r}")
+            for r in requests:
+                _call(r.callback, error)
+            with self._lock:
+                self._failed += len(requests)
+            return
+        names = [s.name for s in self._model().outputs]
+        landed = time.perf_counter_ns()
+        offset = queue_ns = 0
+        for r in requests:
+            outs = {n: a[offset:offset + r.rows] for n, a in zip(names, outputs, strict=True)}
+            offset += r.rows
+            done = time.perf_counter_ns()
+            queue_ns += r.pick_ns - r.enqueue_ns
+            timings = {"queue": r.pick_ns - r.enqueue_ns,
+                       "batch_formation": batch.dispatch_ns - r.pick_ns, **phase,
+                       "postprocess": done - landed, "server_total": done - r.enqueue_ns}
+            _call(r.callback, InferResult(outs, timings, batch.rows, done))
+        with self._lock:
+            self._ok += len(requests)
+            self._rows += batch.rows
+            self._queue_ns += queue_ns
+            self._compute_ns += phase["compute"]
+            self._batch_sizes[batch.rows] += 1
+
+
+def _first_inference(copies: dict[str, torch.nn.Module], device: str, precision: str,
+                     loaded: LoadedModel, sample: dict[str, np.ndarray]) -> int:
+    """Time one single-row batch on the first device, from the calling thread."""
+    executor = Executor(copies[device], torch.device(device), precision, loaded.inputs,
+                        loaded.outputs)
+    began = time.perf_counter_ns()
+    with torch.inference_mode():
+        executor.run({k: [v] for k, v in sample.items()}, 1)
+    return time.perf_counter_ns() - began
+
+
+def _call(callback: Callback, result: Any) -> None:
+    try:
+        callback(result)
+    except Exception:  # a caller's callback must not take the worker down
+        _log.exception("request callback raised")
+
+
+def build_service(model: str, options: Mapping[str, str]) -> InferenceService:
+    """A service for `--sut builtin:MODEL,key=value,...`; ConfigError names a bad key."""
+    parsed = parse_options(options)
+    check_model(model, parsed.model_options)
+    return InferenceService(model, parsed)

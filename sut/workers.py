@@ -1,0 +1,266 @@
+"""Workers: device choice, precision, and threads that run batches.
+
+One worker per visible CUDA device times `instances` (workers on one device
+share one copy of the weights); on the CPU, `instances` workers (default
+min(2, cores)), each with its own intra-op thread count so that workers x
+threads <= cores. Worker threads run under `torch.inference_mode()`.
+
+GPU path: inputs are staged in pinned host buffers, copied with
+`non_blocking=True` on the worker's own `torch.cuda.Stream`, and H2D / compute
+/ D2H are timed with CUDA events, read after the stream is synchronised.
+CPU path: the same phases timed with `time.perf_counter_ns()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from sut.errors import ConfigError
+from sut.models import as_outputs
+from sut.tensors import TensorSpec, torch_dtype
+
+__all__ = [
+    "PRECISIONS",
+    "Executor",
+    "WorkerPlan",
+    "WorkerPool",
+    "cpu_cores",
+    "plan_workers",
+    "resolve_precision",
+]
+
+_log = logging.getLogger(__name__)
+PRECISIONS: dict[str, torch.dtype] = {
+    "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+}
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPlan:
+    """Where each worker runs and how many intra-op threads it uses."""
+
+    devices: tuple[str, ...]  # one per worker
+    threads_per_worker: int
+
+
+def plan_workers(
+    device: str,
+    *,
+    instances: int | None = None,
+    workers: int | None = None,
+    threads: int | None = None,
+    cores: int,
+    cuda_count: int,
+) -> WorkerPlan:
+    """Resolve `device` (cpu | cuda | cuda:N | auto) and counts; ConfigError when impossible.
+
+    `instances` counts workers per device; `workers` (exclusive with it) counts them
+    in all, spread round-robin over the devices.
+    """
+    if device == "auto":
+        device = "cuda" if cuda_count else "cpu"
+    if device == "cpu":
+        targets = ["cpu"]
+    elif device == "cuda":
+        targets = [f"cuda:{i}" for i in range(cuda_count)]
+    elif device.startswith("cuda:") and device[5:].isdigit():
+        targets = [device] if int(device[5:]) < cuda_count else []
+    else:
+        raise ConfigError("device", f"want cpu, cuda, cuda:N or auto, got {device!r}")
+    if not targets:
+        raise ConfigError("device", f"{device!r} asked for, but {cuda_count} CUDA devices visible")
+    on_cpu = targets == ["cpu"]
+    if instances is not None and workers is not None:
+        raise ConfigError("workers", "give workers (in all) or instances (per device), not both")
+    for key, value in (("instances", instances), ("workers", workers), ("threads", threads)):
+        if value is not None and value < 1:
+            raise ConfigError(key, f"must be >= 1, got {value}")
+    if workers is None:
+        per_device = instances if instances is not None else (min(2, cores) if on_cpu else 1)
+        workers = per_device * len(targets)
+    placed = tuple(targets[i % len(targets)] for i in range(workers))
+    per_worker = threads if threads is not None else max(1, cores // workers)
+    if on_cpu and workers * per_worker > cores:
+        raise ConfigError(
+            "threads" if threads is not None else "workers",
+            f"{workers} workers x {per_worker} threads exceed {cores} cores",
+        )
+    return WorkerPlan(placed, per_worker)
+
+
+def resolve_precision(requested: str, device: torch.device, cuda_bf16: bool) -> str:
+    """The precision actually used: fp16 falls back to fp32 on the CPU, bf16 without support."""
+    if requested not in PRECISIONS:
+        raise ConfigError("precision", f"want one of {', '.join(PRECISIONS)}, got {requested!r}")
+    if device.type == "cpu" and requested == "fp16":
+        return "fp32"
+    if device.type == "cuda" and requested == "bf16" and not cuda_bf16:
+        return "fp32"
+    return requested
+
+
+class Executor:
+    """Runs batches of one model copy on one device; one per worker, not thread-safe."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        device: torch.device,
+        precision: str,
+        inputs: tuple[TensorSpec, ...],
+        outputs: tuple[TensorSpec, ...],
+    ) -> None:
+        self.device = device
+        self.precision = precision
+        self._model = model
+        self._dtype = PRECISIONS[precision]
+        self._inputs = inputs
+        self._out_names = tuple(s.name for s in outputs)
+        self._out_dtypes = tuple(torch_dtype(s.datatype) for s in outputs)
+        self._cuda = device.type == "cuda"
+        self._staging: dict[str, torch.Tensor] = {}
+        self._landing: list[torch.Tensor] = []
+        if self._cuda:
+            self._stream = torch.cuda.Stream(device)
+            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+
+    def run(
+        self, parts: dict[str, list[np.ndarray]], rows: int
+    ) -> tuple[list[np.ndarray], dict[str, int]]:
+        """Outputs (owned by the caller, in spec order) and h2d/compute/d2h durations in ns."""
+        start = time.perf_counter_ns()
+        staged = [self._stage(spec, parts[spec.name], rows) for spec in self._inputs]
+        if self._cuda:
+            return self._run_cuda(staged, start)
+        staged_ns = time.perf_counter_ns()
+        results = self._forward(staged)
+        computed_ns = time.perf_counter_ns()
+        arrays = [self._own(t, staged).numpy() for t in results]
+        end = time.perf_counter_ns()
+        return arrays, {"h2d": staged_ns - start, "compute": computed_ns - staged_ns,
+                        "d2h": end - computed_ns}
+
+    def _run_cuda(
+        self, staged: list[torch.Tensor], start: int
+    ) -> tuple[list[np.ndarray], dict[str, int]]:
+        staged_ns = time.perf_counter_ns()
+        ev = self._events
+        with torch.cuda.stream(self._stream):
+            ev[0].record(self._stream)
+            on_device = [t.to(self.device, non_blocking=True) for t in staged]
+            ev[1].record(self._stream)
+            results = self._forward(on_device)
+            ev[2].record(self._stream)
+            landed = [self._land(i, t).copy_(t, non_blocking=True) for i, t in enumerate(results)]
+            ev[3].record(self._stream)
+        self._stream.synchronize()
+        copied_ns = time.perf_counter_ns()
+        arrays = [t.numpy().copy() for t in landed]  # landing buffers are reused
+        h2d, compute, d2h = (round(ev[i].elapsed_time(ev[i + 1]) * 1e6) for i in range(3))
+        return arrays, {"h2d": staged_ns - start + h2d, "compute": compute,
+                        "d2h": d2h + time.perf_counter_ns() - copied_ns}
+
+    def _stage(self, spec: TensorSpec, parts: list[np.ndarray], rows: int) -> torch.Tensor:
+        """Concatenate a batch into a reused host buffer (pinned when on CUDA)."""
+        shape = parts[0].shape[1:]
+        buf = self._staging.get(spec.name)
+        if buf is None or buf.shape[0] < rows or tuple(buf.shape[1:]) != shape:
+            buf = torch.empty((rows, *shape), dtype=torch_dtype(spec.datatype),
+                              pin_memory=self._cuda and torch.cuda.is_available())
+            self._staging[spec.name] = buf
+        view = buf.numpy()[:rows]
+        if len(parts) == 1:
+            view[...] = parts[0]
+        else:
+            np.concatenate(parts, axis=0, out=view)
+        return buf[:rows]
+
+    def _land(self, index: int, result: torch.Tensor) -> torch.Tensor:
+        """A reused pinned host buffer shaped for a device result."""
+        if index == len(self._landing):
+            self._landing.append(torch.empty(0))
+        buf = self._landing[index]
+        rows = result.shape[0]
+        if buf.dtype != result.dtype or buf.shape[0] < rows or buf.shape[1:] != result.shape[1:]:
+            buf = torch.empty(tuple(result.shape), dtype=result.dtype, pin_memory=True)
+            self._landing[index] = buf
+        return buf[:rows]
+
+    def _forward(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        cast = [t.to(self._dtype) if t.is_floating_point() else t for t in tensors]
+        results = as_outputs(self._model(*cast), self._out_names)
+        return [r.to(dt) for r, dt in zip(results, self._out_dtypes, strict=True)]
+
+    def _own(self, result: torch.Tensor, staged: list[torch.Tensor]) -> torch.Tensor:
+        """`result`, cloned when it aliases a staging buffer that the next batch reuses."""
+        ptr = result.untyped_storage().data_ptr()
+        if any(ptr == s.untyped_storage().data_ptr() for s in staged):
+            return result.clone()
+        return result
+
+
+class WorkerPool:
+    """Threads that take dispatched batches from one queue and run `handle` on them."""
+
+    def __init__(
+        self,
+        executors: Sequence[Executor],
+        threads_per_worker: int,
+        handle: Callable[[Executor, Any], None],
+        release: Callable[[], None],
+    ) -> None:
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads_per_worker = threads_per_worker
+        self._handle = handle
+        self._release = release
+        self._threads = [
+            threading.Thread(target=self._work, args=(ex,), name=f"sut-worker-{i}", daemon=True)
+            for i, ex in enumerate(executors)
+        ]
+
+    def start(self) -> None:
+        """Start every worker thread."""
+        for thread in self._threads:
+            thread.start()
+
+    def dispatch(self, batch: Any) -> None:
+        """Hand a batch to the next free worker (the batcher only dispatches when one is)."""
+        self._inbox.put(batch)
+
+    def stop(self) -> None:
+        """Let each worker finish its batch, then join them all."""
+        for _ in self._threads:
+            self._inbox.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    def _work(self, executor: Executor) -> None:
+        if executor.device.type == "cuda":
+            torch.cuda.set_device(executor.device)
+        torch.set_num_threads(self._threads_per_worker)
+        with torch.inference_mode():
+            while (batch := self._inbox.get()) is not None:
+                try:
+                    self._handle(executor, batch)
+                except Exception:  # handle fails its own requests; this is a last resort
+                    _log.exception("worker failed on a batch")
+                finally:
+                    self._release()
