@@ -350,29 +350,28 @@ class InferenceService:
             outputs, phase = executor.run(parts, batch.rows)
         except Exception as exc:
             error = SutError(f"inference failed on a batch of {batch.rows} rows: {exc!r}")
-            for r in requests:
-                _call(r.callback, error)
             with self._lock:
                 self._failed += len(requests)
+            for r in requests:
+                _call(r.callback, error)
             return
         names = [s.name for s in self._model().outputs]
         landed = time.perf_counter_ns()
-        offset = queue_ns = 0
+        with self._lock:  # before the callbacks, so a caller who got a result sees it counted
+            self._ok += len(requests)
+            self._rows += batch.rows
+            self._queue_ns += sum(r.pick_ns - r.enqueue_ns for r in requests)
+            self._compute_ns += phase["compute"]
+            self._batch_sizes[batch.rows] += 1
+        offset = 0
         for r in requests:
             outs = {n: a[offset:offset + r.rows] for n, a in zip(names, outputs, strict=True)}
             offset += r.rows
             done = time.perf_counter_ns()
-            queue_ns += r.pick_ns - r.enqueue_ns
             timings = {"queue": r.pick_ns - r.enqueue_ns,
                        "batch_formation": batch.dispatch_ns - r.pick_ns, **phase,
                        "postprocess": done - landed, "server_total": done - r.enqueue_ns}
             _call(r.callback, InferResult(outs, timings, batch.rows, done))
-        with self._lock:
-            self._ok += len(requests)
-            self._rows += batch.rows
-            self._queue_ns += queue_ns
-            self._compute_ns += phase["compute"]
-            self._batch_sizes[batch.rows] += 1
 
 
 def _first_inference(copies: dict[str, torch.nn.Module], device: str, precision: str,

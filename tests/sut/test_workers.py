@@ -1,0 +1,147 @@
+"""Device plans, precision choice, the executor on the CPU, and worker threads."""
+
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from sut.errors import ConfigError
+from sut.models import load_model
+from sut.tensors import TensorSpec
+from sut.workers import (
+    PRECISIONS, Executor, WorkerPlan, WorkerPool, plan_workers, resolve_precision,
+)
+
+
+@pytest.mark.parametrize("device, kwargs, cores, cuda, expect", [
+    ("cpu", {}, 2, 0, WorkerPlan(("cpu", "cpu"), 1)),
+    ("cpu", {}, 8, 0, WorkerPlan(("cpu", "cpu"), 4)),
+    ("cpu", {}, 1, 0, WorkerPlan(("cpu",), 1)),
+    ("auto", {}, 4, 0, WorkerPlan(("cpu", "cpu"), 2)),
+    ("cpu", {"instances": 3, "threads": 2}, 8, 0, WorkerPlan(("cpu",) * 3, 2)),
+    ("auto", {}, 8, 2, WorkerPlan(("cuda:0", "cuda:1"), 4)),
+    ("cuda", {"instances": 2}, 8, 2, WorkerPlan(("cuda:0", "cuda:1", "cuda:0", "cuda:1"), 2)),
+    ("cuda:1", {}, 8, 2, WorkerPlan(("cuda:1",), 8)),
+    ("cuda", {"workers": 3}, 6, 2, WorkerPlan(("cuda:0", "cuda:1", "cuda:0"), 2)),
+])
+def test_plan_workers(device: str, kwargs: dict[str, int], cores: int, cuda: int,
+                      expect: WorkerPlan) -> None:
+    assert plan_workers(device, cores=cores, cuda_count=cuda, **kwargs) == expect
+
+
+@pytest.mark.parametrize("device, kwargs, cuda, key", [
+    ("cuda", {}, 0, "device"),
+    ("cuda:2", {}, 2, "device"),
+    ("tpu", {}, 0, "device"),
+    ("cpu", {"instances": 3}, 0, "workers"),  # 3 workers on 2 cores
+    ("cpu", {"instances": 1, "threads": 3}, 0, "threads"),
+    ("cpu", {"instances": 1, "workers": 1}, 0, "workers"),
+    ("cpu", {"threads": 0}, 0, "threads"),
+])
+def test_plan_workers_refuses(device: str, kwargs: dict[str, int], cuda: int, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        plan_workers(device, cores=2, cuda_count=cuda, **kwargs)
+    assert caught.value.key == key
+
+
+@pytest.mark.parametrize("requested, device, bf16, expect", [
+    ("fp32", "cpu", False, "fp32"),
+    ("fp16", "cpu", False, "fp32"),
+    ("bf16", "cpu", False, "bf16"),
+    ("fp16", "cuda", False, "fp16"),
+    ("bf16", "cuda", True, "bf16"),
+    ("bf16", "cuda", False, "fp32"),
+])
+def test_resolve_precision(requested: str, device: str, bf16: bool, expect: str) -> None:
+    assert resolve_precision(requested, torch.device(device), bf16) == expect
+
+
+def test_resolve_precision_refuses_unknown() -> None:
+    with pytest.raises(ConfigError, match="precision"):
+        resolve_precision("int8", torch.device("cpu"), False)
+
+
+def _executor(name: str = "mlp", precision: str = "fp32") -> tuple[Executor, Any]:
+    loaded = load_model(name, {}, 0)
+    module = copy.deepcopy(loaded.module).to(PRECISIONS[precision])
+    return Executor(module, torch.device("cpu"), precision, loaded.inputs, loaded.outputs), loaded
+
+
+def test_executor_matches_direct_call_and_times_each_phase() -> None:
+    executor, loaded = _executor()
+    x = loaded.dataset.sample_inputs(np.arange(7))["input"]
+    with torch.inference_mode():
+        outputs, phases = executor.run({"input": [x[:3], x[3:]]}, 7)
+        direct = loaded.module(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(outputs[0], direct, rtol=1e-5, atol=1e-6)
+    assert set(phases) == {"h2d", "compute", "d2h"} and min(phases.values()) >= 0
+
+
+def test_staging_buffer_is_plain_memory_on_cpu_and_reused() -> None:
+    executor, loaded = _executor()
+    x = loaded.dataset.sample_inputs(np.arange(8))["input"]
+    with torch.inference_mode():
+        executor.run({"input": [x]}, 8)
+        first = executor._staging["input"]
+        executor.run({"input": [x[:2]]}, 2)
+    assert executor._staging["input"] is first
+    assert not first.is_pinned()  # pinned only for CUDA workers
+
+
+def test_outputs_aliasing_the_staging_buffer_are_copied() -> None:
+    spec = (TensorSpec("x", "FP32", (-1, 2)),)
+    executor = Executor(torch.nn.Identity(), torch.device("cpu"), "fp32", spec, spec)
+    with torch.inference_mode():
+        first, _ = executor.run({"x": [np.ones((2, 2), np.float32)]}, 2)
+        executor.run({"x": [np.zeros((2, 2), np.float32)]}, 2)
+    assert first[0].tolist() == [[1, 1], [1, 1]]
+
+
+def test_bf16_on_cpu_runs_in_bf16_and_returns_fp32() -> None:
+    executor, loaded = _executor("mlp", "bf16")
+    reference, _ = _executor("mlp", "fp32")
+    x = loaded.dataset.sample_inputs(np.arange(4))["input"]
+    with torch.inference_mode():
+        low, _ = executor.run({"input": [x]}, 4)
+        full, _ = reference.run({"input": [x]}, 4)
+    assert low[0].dtype == np.float32
+    assert not np.array_equal(low[0], full[0])
+    np.testing.assert_allclose(low[0], full[0], atol=0.05)
+
+
+def test_pool_threads_run_in_inference_mode_with_their_thread_count() -> None:
+    executor, _ = _executor()
+    seen: queue.Queue[tuple[str, int, bool]] = queue.Queue()
+    released = threading.Semaphore(0)
+
+    def handle(ex: Executor, batch: Any) -> None:
+        seen.put((batch, torch.get_num_threads(), torch.is_inference_mode_enabled()))
+
+    pool = WorkerPool([executor, executor], 1, handle, released.release)
+    pool.start()
+    for tag in ("a", "b"):
+        pool.dispatch(tag)
+    got = sorted(seen.get(timeout=5) for _ in range(2))
+    pool.stop()
+    assert got == [("a", 1, True), ("b", 1, True)]
+    assert released.acquire(timeout=5) and released.acquire(timeout=5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_executor_pins_and_matches_cpu() -> None:
+    loaded = load_model("mlp", {}, 0)
+    gpu = Executor(copy.deepcopy(loaded.module).cuda(), torch.device("cuda:0"),
+                   "fp32", loaded.inputs, loaded.outputs)
+    x = loaded.dataset.sample_inputs(np.arange(5))["input"]
+    with torch.inference_mode():
+        out, phases = gpu.run({"input": [x]}, 5)
+        direct = loaded.module(torch.from_numpy(x)).numpy()
+    assert gpu._staging["input"].is_pinned()
+    np.testing.assert_allclose(out[0], direct, rtol=1e-4, atol=1e-5)
+    assert min(phases.values()) >= 0
