@@ -1,0 +1,227 @@
+"""In-process adapter: drive the serving harness (`sut.service`) with no network between.
+
+    builtin:MODEL[,key=value...]     sut.service.build_service(MODEL, {key: value})
+
+A query of k samples is one request of k rows. A query larger than the
+service's `max_batch_size` (Offline) is cut into chunks of at most that many
+rows, with a few chunks in flight at a time; it completes when the last chunk
+does, with per-sample finish times. Library index i is dataset sample
+i mod `sample_count`, and every sample's tensors are read once at start, so
+issuing costs a dict lookup (one sample) or one fancy index (several).
+
+Completions are stamped in the sut worker thread and handed to the loop with
+`call_soon_threadsafe`; components are the service's timings plus `batch_size`,
+and `output` is the predicted class per sample (labelled datasets) or the first
+output tensor. Failures are reported with kind `overloaded`, `timeout` or `error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from loadgen.adapters.base import CompletionSink, Timers
+from loadgen.errors import SutError, SutSpecError
+from sut import errors as sut_errors
+from sut.service import InferenceService, InferResult, build_service
+
+__all__ = ["InProcessSut"]
+
+_PREFIX = "builtin:"
+
+
+def _kind(exc: BaseException) -> str:
+    if isinstance(exc, sut_errors.Overloaded):
+        return "overloaded"
+    if isinstance(exc, sut_errors.RequestTimeout):
+        return "timeout"
+    return "error"
+
+
+class _Chunked:
+    """A query cut into chunks: what has been sent, what has finished."""
+
+    __slots__ = ("chunks", "components", "failure", "last_done", "lock", "outputs", "outstanding",
+                 "reported", "rows", "sample_done", "sent")
+
+    def __init__(self, indices: np.ndarray, rows: int) -> None:
+        self.rows = rows
+        self.chunks = [indices[i:i + rows] for i in range(0, len(indices), rows)]
+        self.lock = threading.Lock()
+        self.sent = self.outstanding = self.last_done = 0
+        self.reported = False
+        self.sample_done: list[int] = [0] * len(indices)
+        self.outputs: list[Any] = [None] * len(self.chunks)
+        self.components: dict[str, int] = {}
+        self.failure: BaseException | None = None
+
+
+class InProcessSut:
+    """A `SystemUnderTest` over an `InferenceService` in this process."""
+
+    def __init__(self, service: InferenceService, name: str = "builtin") -> None:
+        self.name = name
+        self._service = service
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sink: CompletionSink | None = None
+        self._size = 0
+        self._labelled = False
+        self._window = 2
+        self._block: dict[str, np.ndarray] = {}
+        self._rows: list[dict[str, np.ndarray]] = []
+
+    @classmethod
+    def from_spec(cls, spec: str) -> InProcessSut:
+        """Build from `builtin:MODEL[,key=value...]`; SutSpecError names what is wrong."""
+        if not spec.startswith(_PREFIX):
+            raise SutSpecError(f"--sut {spec!r}: expected builtin:MODEL[,key=value...]")
+        model, _, rest = spec[len(_PREFIX):].partition(",")
+        options: dict[str, str] = {}
+        for part in filter(None, (p.strip() for p in rest.split(","))):
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip():
+                raise SutSpecError(f"--sut {spec!r}: {part!r} is not key=value")
+            options[key.strip()] = value.strip()
+        if not model:
+            raise SutSpecError(f"--sut {spec!r}: no model named")
+        try:
+            return cls(build_service(model, options), name=f"{_PREFIX}{model}")
+        except sut_errors.SutError as exc:
+            raise SutSpecError(f"--sut {spec!r}: {exc}") from exc
+
+    @property
+    def sample_count(self) -> int:
+        """Samples in the model's dataset (known once started)."""
+        return self._size
+
+    async def start(self, sink: CompletionSink, timers: Timers) -> None:
+        """Start the service (load, warm up) and read every sample's tensors once."""
+        self._loop, self._sink = asyncio.get_running_loop(), sink
+        if not self._service.ready:
+            try:
+                await self._service.start()
+            except sut_errors.SutError as exc:
+                raise SutError(f"{self.name}: {exc}") from exc
+        self._size = self._service.dataset_size
+        self._window = 2 * int(self._service.describe()["workers"])
+        every = np.arange(self._size, dtype=np.int64)
+        self._labelled = self._service.labels(every[:1]) is not None
+        self._block = self._service.sample_inputs(every)
+        self._rows = [{k: v[i:i + 1] for k, v in self._block.items()} for i in range(self._size)]
+
+    def issue(self, query_id: int, sample_indices: np.ndarray) -> None:
+        """Submit the query's samples as one request (or chunks); never blocks."""
+        count = len(sample_indices)
+        try:
+            if count > self._service.metadata.max_batch_size:
+                self._issue_chunked(query_id, sample_indices)
+                return
+            if count == 1:
+                inputs = self._rows[int(sample_indices[0]) % self._size]
+            else:
+                picked = np.remainder(sample_indices, self._size)
+                inputs = {k: v[picked] for k, v in self._block.items()}
+            self._service.submit(inputs, partial(self._finished, query_id))
+        except sut_errors.SutError as exc:
+            assert self._loop is not None and self._sink is not None
+            self._loop.call_soon(self._sink.failed, query_id, time.perf_counter_ns(), _kind(exc))
+
+    async def stop(self) -> None:
+        """Stop the service; requests still queued fail, batches running finish."""
+        await self._service.stop(drain=False)
+
+    def describe(self) -> dict[str, Any]:
+        """The service's own description: model, device, precision, workers, knobs."""
+        return self._service.describe()
+
+    def score(self, queries: Sequence[np.ndarray], outputs: Mapping[int, Any]) -> tuple[float, int]:
+        """Accuracy over `queries` (query id = position); a missing output counts as wrong."""
+        correct = total = 0
+        for query_id, indices in enumerate(queries):
+            truth = self._service.labels(np.remainder(indices, self._size))
+            if truth is None:
+                raise SutError(f"{self.name}: the dataset has no labels; accuracy cannot be scored")
+            total += len(indices)
+            predicted = outputs.get(query_id)
+            if predicted is not None:
+                correct += int(np.count_nonzero(np.asarray(predicted).reshape(-1) == truth))
+        return (correct / total if total else 0.0), total
+
+    # -- completions (sut threads) ----------------------------------------------------------
+
+    def _post(self, method: Callable[..., None], *args: Any) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(method, *args)
+        except RuntimeError:  # the loop has closed: the run is over
+            pass
+
+    def _output(self, result: InferResult) -> Any:
+        first = next(iter(result.outputs.values()))
+        return first.argmax(axis=-1) if self._labelled else first
+
+    def _finished(self, query_id: int, result: InferResult | BaseException) -> None:
+        assert self._sink is not None
+        if isinstance(result, BaseException):
+            self._post(self._sink.failed, query_id, time.perf_counter_ns(), _kind(result))
+            return
+        components = {**result.timings_ns, "batch_size": result.batch_size}
+        self._post(self._sink.done, query_id, result.done_ns, components, None,
+                   self._output(result))
+
+    def _issue_chunked(self, query_id: int, indices: np.ndarray) -> None:
+        rows = self._service.metadata.max_batch_size
+        self._send_chunks(query_id, _Chunked(np.remainder(indices, self._size), rows))
+
+    def _send_chunks(self, query_id: int, state: _Chunked) -> None:
+        """Keep up to `window` chunks in flight; report the query once all have ended."""
+        while True:
+            with state.lock:
+                if state.failure is None and state.sent < len(state.chunks) \
+                        and state.outstanding < self._window:
+                    index = state.sent
+                    state.sent += 1
+                    state.outstanding += 1
+                else:
+                    finished = state.outstanding == 0 and not state.reported
+                    state.reported = state.reported or finished
+                    break
+            inputs = {k: v[state.chunks[index]] for k, v in self._block.items()}
+            try:
+                self._service.submit(inputs, partial(self._chunk_done, query_id, state, index))
+            except sut_errors.SutError as exc:
+                with state.lock:
+                    state.outstanding -= 1
+                    state.failure = state.failure or exc
+        if finished:
+            self._report_chunked(query_id, state)
+
+    def _chunk_done(self, query_id: int, state: _Chunked, index: int,
+                    result: InferResult | BaseException) -> None:
+        with state.lock:
+            state.outstanding -= 1
+            if isinstance(result, BaseException):
+                state.failure = state.failure or result
+            else:
+                start = index * state.rows
+                count = len(state.chunks[index])
+                state.sample_done[start:start + count] = [result.done_ns] * count
+                state.outputs[index] = self._output(result)
+                if result.done_ns >= state.last_done:
+                    state.last_done = result.done_ns
+                    state.components = {**result.timings_ns, "batch_size": result.batch_size}
+        self._send_chunks(query_id, state)
+
+    def _report_chunked(self, query_id: int, state: _Chunked) -> None:
+        assert self._sink is not None
+        if state.failure is not None:
+            self._post(self._sink.failed, query_id, time.perf_counter_ns(), _kind(state.failure))
+        else:
+            self._post(self._sink.done, query_id, state.last_done, state.components,
+                       state.sample_done, np.concatenate(state.outputs))
