@@ -60,13 +60,13 @@ class BatcherConfig:
         if self.max_queue_size < 0:
             raise ConfigError("max_queue_size", f"must be >= 0, got {self.max_queue_size}")
         sizes = self.preferred_batch_sizes
-        if not isinstance(sizes, tuple) or not all(
+        if not isinstance(sizes, tuple | list) or not all(
             isinstance(s, int) and not isinstance(s, bool) and 1 <= s <= self.max_batch_size
             for s in sizes
         ):
             raise ConfigError(
                 "preferred_batch_sizes",
-                f"must be a tuple of integers in [1, max_batch_size={self.max_batch_size}],"
+                f"must be integers in [1, max_batch_size={self.max_batch_size}],"
                 f" got {sizes!r}",
             )
         object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(set(sizes))))
@@ -212,7 +212,7 @@ class Batcher:
         with self._cond:
             self._closed = True
             if not drain:
-                victims = self._forming + [r for r in self._live()]
+                victims = self._forming + list(self._live())
                 for r in victims:
                     r.state = _DEAD
                 self._queues.clear()
@@ -256,8 +256,9 @@ class Batcher:
 
     def _expire(self, now: int) -> list[Request]:
         out: list[Request] = []
-        while self._deadlines and self._deadlines[0][0] <= now:
-            req = heapq.heappop(self._deadlines)[2]
+        heap = self._deadlines
+        while heap and (heap[0][0] <= now or heap[0][2].state > _PICKED):  # due, or stale
+            req = heapq.heappop(heap)[2]
             if req.state == _QUEUED:
                 self._queued -= 1
             elif req.state == _PICKED:

@@ -9,7 +9,8 @@ Inputs come from the module's `input_specs` attribute (TensorSpecs or
 `input_shape` ("3x32x32", batch dim implied) and `input_dtype` (OIP name,
 default FP32); a .pt2 file carries its own. Outputs come from `output_specs`,
 else from one forward pass on a sample. Inputs are passed positionally in spec
-order. The dataset is seeded synthetic data (integers in [0, 2)).
+order. The dataset is seeded synthetic data (integers in [0, 2)). The model's
+name (as served) is the factory's name or the file's stem.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ def load_user_model(model: str, options: Mapping[str, str], seed: int) -> Loaded
         raise ConfigError("input_shape", f"{model!r} declares no input_specs; give input_shape")
     dataset = SyntheticDataset(inputs, _DATASET_SIZE, seed)
     outputs = _specs(getattr(module, "output_specs", None)) or _infer_outputs(module, dataset)
-    return LoadedModel(model, _PLATFORMS[kind], module, inputs, outputs, dataset)
+    name = target.rpartition(":")[2] if kind == "import" else Path(target).stem
+    return LoadedModel(name, _PLATFORMS[kind], module, inputs, outputs, dataset)
 
 
 def _from_factory(target: str) -> torch.nn.Module:

@@ -160,9 +160,9 @@ def test_live_reconfigure(make: Any) -> None:
         h.submit(tag)
     h.batcher.configure(max_batch_size=2)
     assert h.free_one().rows == 2
-    h.batcher.configure(max_batch_size=3, preferred_batch_sizes=(3,))
+    h.batcher.configure(max_batch_size=3, preferred_batch_sizes=[3, 3])
     assert h.free_one().rows == 3
-    assert h.batcher.config.max_batch_size == 3
+    assert (h.batcher.config.max_batch_size, h.batcher.config.preferred_batch_sizes) == (3, (3,))
 
 
 @pytest.mark.parametrize("knobs, key", [

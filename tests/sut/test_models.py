@@ -89,7 +89,7 @@ def test_dataset_refuses_indices_out_of_range() -> None:
 
 def test_user_model_by_import_path() -> None:
     loaded = load_model("import:tests.sut.user_models:echo", {}, 0)
-    assert loaded.platform == "pytorch"
+    assert (loaded.name, loaded.platform) == ("echo", "pytorch")
     assert loaded.inputs == (TensorSpec("x", "FP32", (-1, 4)),)
     assert loaded.outputs == (TensorSpec("output", "FP32", (-1, 4)),)
 
@@ -132,7 +132,7 @@ def test_torchscript_file(tmp_path: Path, prefix: str, suffix: str) -> None:
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.jit.trace(net, torch.zeros(2, 6)).save(str(path))
     loaded = load_model(f"{prefix}{path}", {"input_shape": "6"}, 0)
-    assert loaded.platform == "pytorch_libtorch"
+    assert (loaded.name, loaded.platform) == ("net", "pytorch_libtorch")
     assert loaded.outputs == (TensorSpec("output", "FP32", (-1, 3)),)
     x = loaded.dataset.sample_inputs(np.arange(5))["input"]
     with torch.inference_mode():
@@ -147,7 +147,7 @@ def test_exported_program_file(tmp_path: Path) -> None:
     path = tmp_path / "net.pt2"
     torch.export.save(program, str(path))
     loaded = load_model(str(path), {}, 0)
-    assert loaded.platform == "pytorch_export"
+    assert (loaded.name, loaded.platform) == ("net", "pytorch_export")
     assert [(s.datatype, s.shape) for s in loaded.inputs] == [("FP32", (-1, 6))]
     x = loaded.dataset.sample_inputs(np.arange(5))[loaded.inputs[0].name]
     with torch.inference_mode():
