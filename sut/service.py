@@ -17,7 +17,6 @@ Per request it reports durations in ns, disjoint and in order:
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import logging
 import threading
@@ -35,9 +34,7 @@ from sut.errors import InvalidInput, ModelLoadError, SutError
 from sut.models import LoadedModel, check_model, load_model
 from sut.options import ServiceOptions, parse_options
 from sut.tensors import TensorSpec, numpy_dtype
-from sut.workers import (
-    PRECISIONS, Executor, WorkerPool, cpu_cores, plan_workers, resolve_precision,
-)
+from sut.workers import Executor, WorkerPool, cpu_cores, place, plan_workers, resolve_precision
 
 __all__ = ["InferResult", "InferenceService", "ModelMetadata", "TensorSpec", "build_service"]
 
@@ -173,7 +170,7 @@ class InferenceService:
     # -- reporting -----------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """Counters since warm-up ended; time totals in ns (queue per request, compute per batch)."""
+        """Counters since warm-up; ns totals of queue (per request) and compute (per batch)."""
         b = self._batcher
         with self._lock:
             return {
@@ -244,11 +241,11 @@ class InferenceService:
             array = inputs[spec.name]
             if not isinstance(array, np.ndarray) or array.dtype != numpy_dtype(spec.datatype):
                 got = getattr(array, "dtype", type(array).__name__)
-                raise InvalidInput(f"{spec.name}: want {spec.datatype} array, got {got}")
+                raise InvalidInput(f"{spec.name}: want a {spec.datatype} array, got {got}")
             if array.ndim != len(spec.shape) or array.shape[1:] != spec.shape[1:]:
                 raise InvalidInput(f"{spec.name}: want shape {spec.shape}, got {array.shape}")
             if array.shape[0] < 1 or rows not in (-1, array.shape[0]):
-                raise InvalidInput(f"{spec.name}: batch dim {array.shape[0]}; inputs must agree, >= 1")
+                raise InvalidInput(f"{spec.name}: batch dim {array.shape[0]}; must be >= 1, alike")
             rows = array.shape[0]
         limit = self._config_max_batch()
         if rows > limit:
@@ -270,24 +267,12 @@ class InferenceService:
             raise
         except Exception as exc:
             raise ModelLoadError(f"cannot load {self._model_name!r}: {exc!r}") from exc
-        devices = sorted(set(self._plan.devices))  # all CPU or all CUDA
-        cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-        precision = resolve_precision(o.precision, torch.device(devices[0]), cuda_bf16)
-        if precision != o.precision:
-            self._fallback = f"{o.precision} unsupported on {', '.join(devices)}; used {precision}"
-        copies = self._place(loaded.module, devices, precision)
-        self._cold["load_ns"] = time.perf_counter_ns() - began
         sample = loaded.dataset.sample_inputs(np.zeros(1, dtype=np.int64))
-        try:
-            self._cold["first_inference_ns"] = _first_inference(copies, devices[0], precision,
-                                                                loaded, sample)
-        except Exception as exc:
-            if precision == "fp32":
-                raise ModelLoadError(f"the first inference failed: {exc!r}") from exc
-            self._fallback = f"{precision} failed on the first inference ({exc!r}); used fp32"
-            precision, copies = "fp32", self._place(loaded.module, devices, "fp32")
-            self._cold["first_inference_ns"] = _first_inference(copies, devices[0], "fp32",
-                                                                loaded, sample)
+        placed = place(loaded.module, sorted(set(self._plan.devices)), o.precision,
+                       loaded.inputs, loaded.outputs, sample)
+        self._cold["load_ns"] = time.perf_counter_ns() - began - placed.first_inference_ns
+        self._cold["first_inference_ns"] = placed.first_inference_ns
+        precision, copies, self._fallback = placed.precision, placed.copies, placed.note
         self._precision, self._loaded = precision, loaded
         executors = [Executor(copies[d], torch.device(d), precision, loaded.inputs, loaded.outputs)
                      for d in self._plan.devices]
@@ -305,17 +290,6 @@ class InferenceService:
             raise
         self._cold["warmup_ns"] = time.perf_counter_ns() - warm
         self._cold["start_ns"] = time.perf_counter_ns() - began
-
-    def _place(self, module: torch.nn.Module, devices: list[str], precision: str
-               ) -> dict[str, torch.nn.Module]:
-        copies = {}
-        for device in devices:
-            shared = device == "cpu" and precision == "fp32"
-            placed = module if shared else copy.deepcopy(module)
-            copies[device] = placed.to(device=torch.device(device), dtype=PRECISIONS[precision])
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        return copies
 
     def _warm_up(self, batcher: Batcher, workers: int) -> None:
         """Run `warmup` rounds of full and one-row requests through the real path."""
@@ -372,17 +346,6 @@ class InferenceService:
                        "batch_formation": batch.dispatch_ns - r.pick_ns, **phase,
                        "postprocess": done - landed, "server_total": done - r.enqueue_ns}
             _call(r.callback, InferResult(outs, timings, batch.rows, done))
-
-
-def _first_inference(copies: dict[str, torch.nn.Module], device: str, precision: str,
-                     loaded: LoadedModel, sample: dict[str, np.ndarray]) -> int:
-    """Time one single-row batch on the first device, from the calling thread."""
-    executor = Executor(copies[device], torch.device(device), precision, loaded.inputs,
-                        loaded.outputs)
-    began = time.perf_counter_ns()
-    with torch.inference_mode():
-        executor.run({k: [v] for k, v in sample.items()}, 1)
-    return time.perf_counter_ns() - began
 
 
 def _call(callback: Callback, result: Any) -> None:

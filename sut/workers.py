@@ -13,6 +13,7 @@ CPU path: the same phases timed with `time.perf_counter_ns()`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import queue
@@ -25,16 +26,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from sut.errors import ConfigError
+from sut.errors import ConfigError, ModelLoadError
 from sut.models import as_outputs
 from sut.tensors import TensorSpec, torch_dtype
 
 __all__ = [
     "PRECISIONS",
     "Executor",
+    "Placement",
     "WorkerPlan",
     "WorkerPool",
     "cpu_cores",
+    "place",
     "plan_workers",
     "resolve_precision",
 ]
@@ -117,6 +120,68 @@ def resolve_precision(requested: str, device: torch.device, cuda_bf16: bool) -> 
     return requested
 
 
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Model copies by device, the precision they run at, and the first inference's time."""
+
+    copies: dict[str, torch.nn.Module]
+    precision: str
+    note: str  # why `precision` is not the one asked for; empty when it is
+    first_inference_ns: int
+
+
+def place(
+    module: torch.nn.Module,
+    devices: Sequence[str],
+    requested: str,
+    inputs: tuple[TensorSpec, ...],
+    outputs: tuple[TensorSpec, ...],
+    sample: dict[str, np.ndarray],
+) -> Placement:
+    """Copy `module` to each device at the best supported precision, and time one inference.
+
+    Devices are all CPU or all CUDA. When the first inference fails at a reduced
+    precision, the copies are redone in fp32 and the reason is kept in `note`.
+    """
+    cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    precision = resolve_precision(requested, torch.device(devices[0]), cuda_bf16)
+    note = "" if precision == requested else f"{requested} unsupported on {devices[0]}; fp32 used"
+    copies = _copies(module, devices, precision)
+    try:
+        return Placement(copies, precision, note,
+                         _time_one(copies, devices[0], precision, inputs, outputs, sample))
+    except Exception as exc:
+        if precision == "fp32":
+            raise ModelLoadError(f"the first inference failed: {exc!r}") from exc
+        note = f"{precision} failed on the first inference ({exc!r}); fp32 used"
+    copies = _copies(module, devices, "fp32")
+    return Placement(copies, "fp32", note,
+                     _time_one(copies, devices[0], "fp32", inputs, outputs, sample))
+
+
+def _copies(module: torch.nn.Module, devices: Sequence[str], precision: str
+            ) -> dict[str, torch.nn.Module]:
+    """One copy per device (the CPU in fp32 shares `module`); `.to` casts floats only."""
+    copies = {}
+    for device in devices:
+        shared = device == "cpu" and precision == "fp32"
+        placed = module if shared else copy.deepcopy(module)
+        copies[device] = placed.to(device=torch.device(device), dtype=PRECISIONS[precision])
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return copies
+
+
+def _time_one(copies: dict[str, torch.nn.Module], device: str, precision: str,
+              inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...],
+              sample: dict[str, np.ndarray]) -> int:
+    executor = Executor(copies[device], torch.device(device), precision, inputs, outputs)
+    began = time.perf_counter_ns()
+    with torch.inference_mode():
+        executor.run({k: [v] for k, v in sample.items()}, 1)
+    return time.perf_counter_ns() - began
+
+
 class Executor:
     """Runs batches of one model copy on one device; one per worker, not thread-safe."""
 
@@ -139,8 +204,11 @@ class Executor:
         self._staging: dict[str, torch.Tensor] = {}
         self._landing: list[torch.Tensor] = []
         if self._cuda:
-            self._stream = torch.cuda.Stream(device)
-            self._events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+            self._stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+            self._events = [
+                torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                for _ in range(4)
+            ]
 
     def run(
         self, parts: dict[str, list[np.ndarray]], rows: int

@@ -41,7 +41,8 @@ class SmallCnn(nn.Module):
         self.head = nn.Linear(32, _CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x).mean(dim=(2, 3)))
+        logits: torch.Tensor = self.head(self.features(x).mean(dim=(2, 3)))
+        return logits
 
 
 class SmallTransformer(nn.Module):
@@ -59,7 +60,8 @@ class SmallTransformer(nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         hidden = self.encoder(self.embed(input_ids) + self.position)
-        return self.head(hidden.mean(dim=1))
+        logits: torch.Tensor = self.head(hidden.mean(dim=1))
+        return logits
 
 
 _OUT = (TensorSpec("output", "FP32", (-1, _CLASSES)),)

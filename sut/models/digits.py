@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_digits  # type: ignore[import-untyped]
 from torch import nn
 
 from sut.models.base import LoadedModel, build_seeded, check_indices
@@ -69,7 +69,8 @@ class DigitsDataset:
 
     def labels(self, indices: np.ndarray) -> np.ndarray | None:
         """The digit shown in each image."""
-        return self._labels[check_indices(indices, self.size)]
+        labels: np.ndarray = self._labels[check_indices(indices, self.size)]
+        return labels
 
 
 def train_digits(seed: int) -> tuple[nn.Module, float]:
@@ -81,7 +82,7 @@ def train_digits(seed: int) -> tuple[nn.Module, float]:
     for _ in range(_EPOCHS):  # full batch, no dropout: deterministic given the seeded init
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(x[train]), y[train])
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
     model.eval()
     with torch.no_grad():

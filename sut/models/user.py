@@ -55,7 +55,8 @@ def input_spec_option(options: Mapping[str, str]) -> TensorSpec | None:
     except ValueError:
         dims = ()
     if not dims or min(dims) < 1:
-        raise ConfigError("input_shape", f"want positive dims like 3x32x32, got {options['input_shape']!r}")
+        got = options["input_shape"]
+        raise ConfigError("input_shape", f"want positive dims like 3x32x32, got {got!r}")
     datatype = options.get("input_dtype", "FP32").upper()
     if datatype not in DATATYPES:
         raise ConfigError("input_dtype", f"want one of {', '.join(DATATYPES)}, got {datatype!r}")
@@ -110,7 +111,10 @@ def _from_factory(target: str) -> torch.nn.Module:
 def _from_torchscript(path: str) -> torch.nn.Module:
     with warnings.catch_warnings():  # TorchScript is deprecated in torch 2.13, still supported
         warnings.filterwarnings("ignore", r".*torch\.jit.*deprecated", DeprecationWarning)
-        return torch.jit.load(path, map_location="cpu").eval()
+        module: torch.nn.Module = torch.jit.load(  # type: ignore[no-untyped-call]
+            path, map_location="cpu"
+        )
+        return module.eval()
 
 
 def _from_export(path: str) -> tuple[torch.nn.Module, TensorSpec]:
@@ -127,7 +131,9 @@ def _from_export(path: str) -> tuple[torch.nn.Module, TensorSpec]:
 def _specs(value: Any) -> tuple[TensorSpec, ...]:
     if not value:
         return ()
-    return tuple(v if isinstance(v, TensorSpec) else TensorSpec(v[0], v[1], tuple(v[2])) for v in value)
+    return tuple(
+        v if isinstance(v, TensorSpec) else TensorSpec(v[0], v[1], tuple(v[2])) for v in value
+    )
 
 
 def _infer_outputs(module: torch.nn.Module, dataset: SyntheticDataset) -> tuple[TensorSpec, ...]:

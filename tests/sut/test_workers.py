@@ -15,7 +15,12 @@ from sut.errors import ConfigError
 from sut.models import load_model
 from sut.tensors import TensorSpec
 from sut.workers import (
-    PRECISIONS, Executor, WorkerPlan, WorkerPool, plan_workers, resolve_precision,
+    PRECISIONS,
+    Executor,
+    WorkerPlan,
+    WorkerPool,
+    plan_workers,
+    resolve_precision,
 )
 
 
