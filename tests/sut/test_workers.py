@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from sut.errors import ConfigError
+from sut.errors import ConfigError, ModelLoadError
 from sut.models import load_model
 from sut.tensors import TensorSpec
 from sut.workers import (
@@ -19,6 +19,7 @@ from sut.workers import (
     Executor,
     WorkerPlan,
     WorkerPool,
+    place,
     plan_workers,
     resolve_precision,
 )
@@ -150,3 +151,24 @@ def test_cuda_executor_pins_and_matches_cpu() -> None:
     assert gpu._staging["input"].is_pinned()
     np.testing.assert_allclose(out[0], direct, rtol=1e-4, atol=1e-5)
     assert min(phases.values()) >= 0
+
+
+class Fp32Only(torch.nn.Module):
+    """Refuses anything but fp32 inputs, as some exported models do."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.float32:
+            raise TypeError(f"fp32 only, got {x.dtype}")
+        return x
+
+
+def test_place_falls_back_to_fp32_when_reduced_precision_fails() -> None:
+    spec = (TensorSpec("x", "FP32", (-1, 2)),)
+    sample = {"x": np.ones((1, 2), np.float32)}
+    placed = place(Fp32Only(), ["cpu"], "bf16", spec, spec, sample)
+    assert placed.precision == "fp32" and "bf16 failed" in placed.note
+    assert placed.first_inference_ns > 0
+    kept = place(torch.nn.Identity(), ["cpu"], "bf16", spec, spec, sample)
+    assert (kept.precision, kept.note) == ("bf16", "")
+    with pytest.raises(ModelLoadError, match="first inference"):
+        place(torch.nn.Linear(3, 1), ["cpu"], "fp32", spec, spec, sample)  # wrong width
