@@ -167,8 +167,8 @@ def _copies(module: torch.nn.Module, devices: Sequence[str], precision: str
         shared = device == "cpu" and precision == "fp32"
         placed = module if shared else copy.deepcopy(module)
         copies[device] = placed.to(device=torch.device(device), dtype=PRECISIONS[precision])
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+        if device != "cpu":
+            torch.cuda.synchronize(device)
     return copies
 
 
