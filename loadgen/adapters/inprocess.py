@@ -137,8 +137,8 @@ class InProcessSut:
         await self._service.stop(drain=False)
 
     def describe(self) -> dict[str, Any]:
-        """The service's own description: model, device, precision, workers, knobs."""
-        return self._service.describe()
+        """`sut` (this adapter's name), then the service's own description."""
+        return {"sut": self.name, **self._service.describe()}
 
     def score(self, queries: Sequence[np.ndarray], outputs: Mapping[int, Any]) -> tuple[float, int]:
         """Accuracy over `queries` (query id = position); a missing output counts as wrong."""

@@ -117,7 +117,7 @@ def test_accuracy_is_scored_from_the_outputs() -> None:
         assert samples == sut.sample_count == 540
         assert value >= 0.95
         assert sut.score(queries, {}) == (0.0, 540)
-        assert sut.describe() == sut._service.describe()
+        assert sut.describe() == {"sut": "builtin:digits", **sut._service.describe()}
         return queries, outputs
 
     drive("builtin:digits,max_batch_size=16,max_queue_delay_us=200", body)
