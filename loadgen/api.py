@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -75,9 +76,12 @@ async def run_async(settings: TestSettings, sut: SystemUnderTest,
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, runner.interrupt)
+    gc.collect()
+    gc.freeze()  # what is loaded now (models, arrays) is never scanned mid-run
     try:
         times = await runner.run()
     finally:
+        gc.unfreeze()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         await sut.stop()

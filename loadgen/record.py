@@ -59,7 +59,7 @@ __all__ = [
 LOWEST_NS = 1
 HIGHEST_NS = 3_600_000_000_000  # one hour
 SIGNIFICANT_DIGITS = 3
-BUFFER_CAPACITY = 65_536  # values a Recorder holds before it flushes
+BUFFER_CAPACITY = 8_192  # values held before a flush; small, so a flush never stalls issuing
 
 _SUMMARY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
 _FLOAT_EXACT_LIMIT = 1 << 53  # ints below this convert to float64 exactly

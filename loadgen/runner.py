@@ -79,6 +79,7 @@ class Runner:
         self._ready: collections.deque[int] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._stop = False
+        self._closed = False
         self._next_id = 0
         self._start_ns = 0
         self._next_progress_ns = 0
@@ -92,7 +93,7 @@ class Runner:
 
     def query_finished(self, done_ns: int) -> None:
         """Collector hook: a query left flight; closed loop issues the next one."""
-        if self.settings.closed_loop:
+        if self._closed:
             self._ready.append(done_ns)
         self._wake()
 
@@ -110,7 +111,8 @@ class Runner:
         self._start_ns = t0 = clock()
         self._next_progress_ns = t0 + PROGRESS_EVERY_NS
         measure_start = t0 + int(s.warmup_s * 1e9)
-        if s.mode == "accuracy" or s.scenario is Scenario.OFFLINE or s.closed_loop:
+        self._closed = s.mode == "accuracy" or s.scenario is Scenario.OFFLINE or s.closed_loop
+        if self._closed:
             await self._issue_closed(t0, measure_start)
         else:
             await self._issue_open(t0, measure_start)
@@ -145,49 +147,53 @@ class Runner:
 
     async def _issue_closed(self, t0: int, measure_start: int) -> None:
         s = self.settings
+        bounded = s.mode == "performance" and s.scenario is not Scenario.OFFLINE
         if s.mode == "accuracy":
-            plan: Iterator[np.ndarray] = iter(self._samples_rows())
+            plan: Iterator[np.ndarray] = self._samples_rows()
             concurrency = s.concurrency
         elif s.scenario is Scenario.OFFLINE:
             plan = iter([next(self._samples)[0]])
             concurrency = 1
         else:
-            plan = self._closed_rows(measure_start)
+            plan = self._samples_rows()
             concurrency = s.concurrency if s.scenario is Scenario.SERVER else 1
+        min_end = measure_start + int(s.min_duration_s * 1e9)
+        max_end = measure_start + int(s.max_duration_s * 1e9) if s.max_duration_s else None
+        measured = 0
         self._ready.extend([t0] * concurrency)
         while True:
             while self._ready:
                 scheduled = self._ready.popleft()
+                is_measured = scheduled >= measure_start
+                if bounded and is_measured and self._closed_loop_done(scheduled, measured,
+                                                                      min_end, max_end):
+                    return
                 row = next(plan, None)
                 if row is None or self._stop:
                     return
-                self._issue(scheduled, row, scheduled >= measure_start)
-            await self._pump(None, self._ready.__len__)
+                self._issue(scheduled, row, is_measured)
+                measured += is_measured
+            await self._pump(None, self._can_issue)
             if self._stop:
                 return
+
+    def _can_issue(self) -> bool:
+        """A slot is free, or nothing is in flight that could free one."""
+        return bool(self._ready) or self.collector.in_flight == 0
 
     def _samples_rows(self) -> Iterator[np.ndarray]:
         for chunk in self._samples:
             yield from chunk
 
-    def _closed_rows(self, measure_start: int) -> Iterator[np.ndarray]:
-        """Rows until both minimums are met after warm-up, or a maximum is reached."""
+    def _closed_loop_done(self, scheduled: int, measured: int, min_end: int,
+                          max_end: int | None) -> bool:
+        """Both minimums met (judged at the would-be query's scheduled time), or a maximum."""
         s = self.settings
-        min_end = measure_start + int(s.min_duration_s * 1e9)
-        max_end = measure_start + int(s.max_duration_s * 1e9) if s.max_duration_s else None
-        clock = time.perf_counter_ns
-        measured = 0
-        for row in self._samples_rows():
-            now = clock()
-            if now >= measure_start:
-                if measured >= s.min_query_count and now >= min_end:
-                    return
-                if (max_end is not None and now >= max_end) or (
-                    s.max_query_count and measured >= s.max_query_count
-                ):
-                    return
-                measured += 1
-            yield row
+        if measured >= s.min_query_count and scheduled >= min_end:
+            return True
+        if max_end is not None and scheduled >= max_end:
+            return True
+        return bool(s.max_query_count) and measured >= s.max_query_count
 
     def _issue(self, scheduled: int, samples: np.ndarray, measured: bool) -> None:
         query_id = self._next_id

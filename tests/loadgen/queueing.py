@@ -1,0 +1,63 @@
+"""Queueing theory references: M/D/1 and M/M/c sojourn-time mean and percentiles."""
+
+from __future__ import annotations
+
+import math
+
+
+def md1_mean(rate: float, service: float) -> float:
+    """Mean sojourn (wait + service) of M/D/1 (Pollaczek-Khinchine)."""
+    rho = rate * service
+    return service + rho * service / (2 * (1 - rho))
+
+
+def md1_wait_cdf(t: float, rate: float, service: float) -> float:
+    """P(wait <= t) for M/D/1 (Erlang/Crommelin's formula)."""
+    rho = rate * service
+    total = 0.0
+    for k in range(int(math.floor(t / service)) + 1):
+        x = rate * (k * service - t)
+        total += (x**k) / math.factorial(k) * math.exp(-x)
+    return (1 - rho) * total
+
+
+def md1_sojourn_quantile(q: float, rate: float, service: float) -> float:
+    """Sojourn time at quantile q of M/D/1: service + the wait quantile."""
+    return service + _bisect(lambda t: md1_wait_cdf(t, rate, service) - q, 0.0, 200 * service)
+
+
+def erlang_c(servers: int, offered: float) -> float:
+    """Probability of waiting in M/M/c with offered load a = rate / mu."""
+    rho = offered / servers
+    top = offered**servers / math.factorial(servers) / (1 - rho)
+    bottom = sum(offered**k / math.factorial(k) for k in range(servers)) + top
+    return top / bottom
+
+
+def mmc_mean(rate: float, service: float, servers: int) -> float:
+    """Mean sojourn of M/M/c."""
+    mu = 1 / service
+    return service + erlang_c(servers, rate / mu) / (servers * mu - rate)
+
+
+def mmc_sojourn_quantile(q: float, rate: float, service: float, servers: int) -> float:
+    """Sojourn quantile of M/M/c: wait (0, or exponential with rate c*mu - lambda) + Exp(mu)."""
+    mu = 1 / service
+    theta = servers * mu - rate
+    c = erlang_c(servers, rate / mu)
+
+    def tail(t: float) -> float:
+        both = (theta * math.exp(-mu * t) - mu * math.exp(-theta * t)) / (theta - mu)
+        return (1 - c) * math.exp(-mu * t) + c * both
+
+    return _bisect(lambda t: (1 - tail(t)) - q, 0.0, 500 * service)
+
+
+def _bisect(f, lo: float, hi: float) -> float:
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if f(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2

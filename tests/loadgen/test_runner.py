@@ -1,0 +1,115 @@
+"""Scenario semantics on the engine, with fake and null SUTs."""
+
+import numpy as np
+import pytest
+
+from loadgen.adapters.null import NullSut
+from loadgen.api import run_loop, run_async
+from loadgen.settings import load_settings
+from tests.loadgen.fakes import FunctionSut
+
+MS = 1_000_000
+
+
+def _run(sut, *overrides):
+    settings = load_settings(None, ["preset='dev'", "min_duration_s=0.2", *overrides])
+    return run_loop(run_async(settings, sut))
+
+
+def test_single_stream_keeps_one_query_in_flight():
+    sut = FunctionSut(lambda q, s, now: [1 * MS])
+    r = _run(sut, "scenario='SingleStream'", "min_query_count=50")
+    assert sut.max_in_flight == 1
+    assert r["queries"] >= 50 and r["valid"], r["reasons"]
+    # each next query is issued right after the previous completes: latency ~ service time
+    assert 1 * MS <= r["latency_ns"]["p50"] < 1.5 * MS
+    issue_times = np.array([t for _, _, t in sut.issued])
+    assert np.diff(issue_times).min() >= 1 * MS
+
+
+def test_multi_stream_issues_eight_samples_and_times_the_slowest():
+    delays = [k * MS for k in range(1, 9)]
+    sut = FunctionSut(lambda q, s, now: delays[: len(s)])
+    r = _run(sut, "scenario='MultiStream'", "min_query_count=20")
+    assert {n for _, n, _ in sut.issued} == {8}
+    assert sut.max_in_flight == 1
+    # query latency is the slowest sample (8 ms); per-sample latencies spread 1..8 ms
+    assert 8 * MS <= r["query_latency_ns"]["p50"] < 9 * MS
+    assert r["latency_ns"]["min"] < 1.2 * MS and r["latency_ns"]["max"] >= 8 * MS
+    assert r["headline"]["name"].endswith("p99_latency_ns")
+
+
+def test_server_keeps_issuing_through_a_stall_and_counts_from_schedule():
+    stall_from, stall_until = None, None
+
+    def respond(q, s, now):
+        nonlocal stall_from, stall_until
+        if stall_from is None:
+            stall_from, stall_until = now + 100 * MS, now + 300 * MS
+        if stall_from <= now < stall_until:
+            return [stall_until - now]  # everything sent during the stall waits for its end
+        return [100_000]
+
+    sut = FunctionSut(respond)
+    r = _run(sut, "target_qps=1000", "target_latency_ms=50", "min_duration_s=0.5",
+             "min_query_count=100")
+    issued = np.array([t for _, _, t in sut.issued])
+    during = ((issued >= stall_from) & (issued < stall_until)).sum()
+    # open loop: about 200 ms x 1000 QPS issued while the SUT answered nothing
+    assert 150 <= during <= 260
+    assert sut.max_in_flight >= 150
+    # those queries count from their scheduled times: p99 and max reflect the stall
+    assert r["latency_ns"]["max"] >= 180 * MS
+    assert r["overlatency"] >= 100
+    assert not r["valid"] and any("early stopping" in x for x in r["reasons"])
+
+
+def test_offline_issues_one_query_with_every_sample():
+    sut = FunctionSut(lambda q, s, now: [2 * MS])
+    r = _run(sut, "scenario='Offline'", "target_qps=1000", "min_duration_s=0.1",
+             "min_query_count=1")
+    assert len(sut.issued) == 1
+    assert sut.issued[0][1] == 110  # 1.1 x 1000 QPS x 0.1 s
+    assert r["samples"] == 110 and r["queries"] == 1
+
+
+def test_null_sut_run_is_valid_and_fast():
+    r = _run(NullSut(), "target_qps=5000", "target_latency_ms=10", "min_query_count=500")
+    assert r["valid"], r["reasons"]
+    assert r["queries"] >= 500
+    assert r["issue_lag_ns"]["p50"] < 1 * MS
+    assert r["qps_scheduled"] == pytest.approx(5000, rel=0.1)
+
+
+def test_closed_loop_concurrency_and_warning():
+    sut = FunctionSut(lambda q, s, now: [2 * MS])
+    r = _run(sut, "arrival='closed'", "concurrency=4", "target_latency_ms=50",
+             "min_query_count=50")
+    assert sut.max_in_flight == 4
+    assert any("closed-loop" in w for w in r["warnings"])
+
+
+def test_a_sut_that_never_answers_ends_invalid_after_the_drain():
+    sut = FunctionSut(lambda q, s, now: None)
+    r = _run(sut, "target_qps=200", "target_latency_ms=50", "drain_timeout_s=0.2",
+             "min_query_count=10")
+    assert r["unfinished"] == r["errors"] > 0
+    assert r["errors_by_kind"] == {"unfinished": r["errors"]}
+    assert not r["valid"]
+
+
+def test_query_timeout_fails_slow_queries():
+    sut = FunctionSut(lambda q, s, now: [50 * MS] if q % 2 else [MS])
+    r = _run(sut, "target_qps=200", "target_latency_ms=100", "query_timeout_ms=20",
+             "min_query_count=10")
+    assert r["errors_by_kind"].get("timeout", 0) > 10
+    assert r["latency_ns"]["max"] < 20 * MS
+    assert not r["valid"]
+
+
+def test_warmup_queries_are_not_measured():
+    sut = FunctionSut(lambda q, s, now: [MS])
+    r = _run(sut, "target_qps=1000", "target_latency_ms=50", "warmup_s=0.2",
+             "min_query_count=10")
+    assert len(sut.issued) > r["queries"] + 100
+    assert not any("no warm-up" in w for w in r["warnings"])
