@@ -7,9 +7,9 @@ import contextlib
 import gc
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.collect import Collector
@@ -24,7 +24,7 @@ from loadgen.settings import Scenario, TestSettings
 from loadgen.stats import summarize
 from loadgen.verdict import evaluate
 
-__all__ = ["print_progress", "run_async", "run_loop", "run_test"]
+__all__ = ["Monitor", "print_progress", "run_async", "run_loop", "run_test"]
 
 T = TypeVar("T")
 
@@ -58,8 +58,19 @@ def _accuracy(settings: TestSettings, sut: SystemUnderTest, collector: Collector
     return figures, ()
 
 
+class Monitor(Protocol):
+    """Watches a run live (for example the Prometheus exporter); never on the hot path."""
+
+    def start(self, settings: TestSettings, sut: SystemUnderTest, collector: Collector) -> None:
+        """Called after the SUT started, before the first query."""
+
+    def stop(self, result: dict[str, Any] | None) -> None:
+        """Called once the run ended (result is None if it failed)."""
+
+
 async def run_async(settings: TestSettings, sut: SystemUnderTest,
-                    progress: Callable[[Progress], None] | None = None) -> dict[str, Any]:
+                    progress: Callable[[Progress], None] | None = None,
+                    monitors: Sequence[Monitor] = ()) -> dict[str, Any]:
     """Run one test against a SUT on the running loop; returns the result document."""
     slo_ns = int(settings.target_latency_ms * 1e6) or 2**62
     collector = Collector(slo_ns, int(settings.query_timeout_ms * 1e6),
@@ -76,6 +87,8 @@ async def run_async(settings: TestSettings, sut: SystemUnderTest,
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, runner.interrupt)
+    for monitor in monitors:
+        monitor.start(settings, sut, collector)
     gc.collect()
     gc.freeze()  # what is loaded now (models, arrays) is never scanned mid-run
     try:
@@ -89,8 +102,11 @@ async def run_async(settings: TestSettings, sut: SystemUnderTest,
     accuracy, extra = _accuracy(settings, sut, collector,
                                 accuracy_queries(*queries) if settings.mode == "accuracy" else [])
     verdict = evaluate(settings, stats, extra)
-    return build_result(settings, stats, verdict, sut.describe(), environment(),
-                        {"accuracy": accuracy} if accuracy is not None else None)
+    result = build_result(settings, stats, verdict, sut.describe(), environment(),
+                          {"accuracy": accuracy} if accuracy is not None else None)
+    for monitor in monitors:
+        monitor.stop(result)
+    return result
 
 
 def run_loop(coro: Coroutine[Any, Any, T]) -> T:
@@ -104,9 +120,10 @@ def run_loop(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def run_test(settings: TestSettings, sut: SystemUnderTest, out_dir: Path | None = None,
-             progress: Callable[[Progress], None] | None = None) -> dict[str, Any]:
+             progress: Callable[[Progress], None] | None = None,
+             monitors: Sequence[Monitor] = ()) -> dict[str, Any]:
     """Run one test to completion; with `out_dir`, write result.json and summary.txt there."""
-    result = run_loop(run_async(settings, sut, progress))
+    result = run_loop(run_async(settings, sut, progress, monitors))
     if out_dir is not None:
         write_result(out_dir, result)
         write_summary(out_dir, result)
