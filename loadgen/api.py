@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.collect import Collector
 from loadgen.errors import SutError
+from loadgen.querylog import QueryLog
 from loadgen.qsl import QuerySampleLibrary, accuracy_queries, sample_chunks
 from loadgen.report.environment import environment
 from loadgen.report.result import build_result, write_result
@@ -70,8 +71,12 @@ class Monitor(Protocol):
 
 async def run_async(settings: TestSettings, sut: SystemUnderTest,
                     progress: Callable[[Progress], None] | None = None,
-                    monitors: Sequence[Monitor] = ()) -> dict[str, Any]:
-    """Run one test against a SUT on the running loop; returns the result document."""
+                    monitors: Sequence[Monitor] = (),
+                    log_dir: Path | None = None) -> dict[str, Any]:
+    """Run one test against a SUT on the running loop; returns the result document.
+
+    With `log_dir`, every query's stamps stream to the per-query log there.
+    """
     slo_ns = int(settings.target_latency_ms * 1e6) or 2**62
     collector = Collector(slo_ns, int(settings.query_timeout_ms * 1e6),
                           keep_outputs=settings.mode == "accuracy")
@@ -91,10 +96,14 @@ async def run_async(settings: TestSettings, sut: SystemUnderTest,
         monitor.start(settings, sut, collector)
     gc.collect()
     gc.freeze()  # what is loaded now (models, arrays) is never scanned mid-run
+    if log_dir is not None:
+        collector.log = QueryLog(log_dir)
     try:
         times = await runner.run()
     finally:
         gc.unfreeze()
+        if collector.log is not None:
+            collector.log.close()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         await sut.stop()
@@ -123,7 +132,7 @@ def run_test(settings: TestSettings, sut: SystemUnderTest, out_dir: Path | None 
              progress: Callable[[Progress], None] | None = None,
              monitors: Sequence[Monitor] = ()) -> dict[str, Any]:
     """Run one test to completion; with `out_dir`, write result.json and summary.txt there."""
-    result = run_loop(run_async(settings, sut, progress, monitors))
+    result = run_loop(run_async(settings, sut, progress, monitors, out_dir))
     if out_dir is not None:
         write_result(out_dir, result)
         write_summary(out_dir, result)

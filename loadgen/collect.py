@@ -11,6 +11,7 @@ import collections
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from loadgen.querylog import QueryLog
 from loadgen.record import Recorder
 
 __all__ = ["Collector", "MAX_ERROR_KINDS"]
@@ -28,6 +29,7 @@ class Collector:
         query_timeout_ns: int = 0,
         keep_outputs: bool = False,
         on_finish: Callable[[int], None] | None = None,
+        log: QueryLog | None = None,
     ) -> None:
         self.slo_ns = slo_ns
         self.query_timeout_ns = query_timeout_ns
@@ -49,6 +51,7 @@ class Collector:
         self.first_measured_ns: int | None = None
         self.last_done_ns = 0
         self.on_finish = on_finish
+        self.log = log
         self._inflight: dict[int, tuple[int, int, int, bool]] = {}
         self._deadlines: collections.deque[tuple[int, int]] = collections.deque()
 
@@ -83,6 +86,8 @@ class Collector:
             return
         scheduled_ns, sent_ns, samples, measured = entry
         self.finished += 1
+        if self.log is not None:
+            self.log.add(query_id, scheduled_ns, sent_ns, done_ns)
         if measured:
             latency = done_ns - scheduled_ns
             self.measured_queries += 1
@@ -111,6 +116,8 @@ class Collector:
             self.late += 1
             return
         self.finished += 1
+        if self.log is not None:
+            self.log.add(query_id, entry[0], entry[1], done_ns, kind)
         self._count_error(kind, measured=entry[3])
         if self.on_finish is not None:
             self.on_finish(done_ns)

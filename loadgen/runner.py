@@ -108,9 +108,15 @@ class Runner:
         """Issue the whole plan, drain, and return the run's times."""
         s = self.settings
         clock = time.perf_counter_ns
+        if self._offsets is not None:  # build the first chunk before the clock starts
+            first = next(self._offsets, None)
+            self._offsets = itertools.chain([] if first is None else [first], self._offsets)
         self._start_ns = t0 = clock()
+        if self.collector.log is not None:
+            self.collector.log.origin_ns = t0
         self._next_progress_ns = t0 + PROGRESS_EVERY_NS
-        measure_start = t0 + int(s.warmup_s * 1e9)
+        warmup_ns = 0 if s.mode == "accuracy" else int(s.warmup_s * 1e9)
+        measure_start = t0 + warmup_ns
         self._closed = s.mode == "accuracy" or s.scenario is Scenario.OFFLINE or s.closed_loop
         if self._closed:
             await self._issue_closed(t0, measure_start)
@@ -232,9 +238,13 @@ class Runner:
             self._run_timers(now)
         if self.collector.query_timeout_ns:
             self.collector.expire(now)
-        if self._progress is not None and now >= self._next_progress_ns:
+        if now >= self._next_progress_ns:
             self._next_progress_ns = now + PROGRESS_EVERY_NS
             c = self.collector
+            if c.log is not None:
+                c.log.flush()
+            if self._progress is None:
+                return
             self._progress(Progress(now - self._start_ns, c.issued, c.finished, c.in_flight,
                                     sum(c.errors_by_kind.values())))
 

@@ -1,0 +1,104 @@
+"""The per-query log: every query's stamps, streamed to disk as the run goes.
+
+During the run rows go to `queries.bin` in fixed little-endian records (no
+formatting on the hot path; appended every `FLUSH_ROWS` rows and on each
+progress tick, so a crash or Ctrl-C keeps all but the last moments). At the
+end `queries.csv` is written from it:
+
+    query_id, scheduled_ns, sent_ns, done_ns, status
+
+times relative to the run's start; status is ``ok`` or the error kind.
+A torn last record (a crash mid-write) is ignored by `read_binary`.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["BINARY_FILE", "CSV_FILE", "FLUSH_ROWS", "RECORD", "QueryLog", "read_binary"]
+
+BINARY_FILE = "queries.bin"
+CSV_FILE = "queries.csv"
+KINDS_FILE = "queries.kinds.json"
+FLUSH_ROWS = 8192
+RECORD = np.dtype([("query_id", "<i8"), ("scheduled_ns", "<i8"), ("sent_ns", "<i8"),
+                   ("done_ns", "<i8"), ("status", "<i4")])
+
+
+class QueryLog:
+    """Buffers rows and appends them to `queries.bin` in bulk."""
+
+    def __init__(self, out_dir: Path, origin_ns: int = 0) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.out_dir = out_dir
+        self.origin_ns = origin_ns
+        self._file = open(out_dir / BINARY_FILE, "wb")  # noqa: SIM115 - closed in close()
+        self._cols = [array.array("q") for _ in range(4)]
+        self._status = array.array("i")
+        self._kinds: dict[str, int] = {"ok": 0}
+        self.rows = 0
+
+    def add(self, query_id: int, scheduled_ns: int, sent_ns: int, done_ns: int,
+            kind: str = "ok") -> None:
+        """One finished query (the hot call)."""
+        ids, sched, sent, done = self._cols
+        ids.append(query_id)
+        sched.append(scheduled_ns)
+        sent.append(sent_ns)
+        done.append(done_ns)
+        code = self._kinds.get(kind)
+        if code is None:
+            code = self._kinds[kind] = len(self._kinds)
+        self._status.append(code)
+        if len(ids) >= FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Append buffered rows to disk."""
+        n = len(self._status)
+        if not n:
+            return
+        rows = np.empty(n, dtype=RECORD)
+        for name, col in zip(RECORD.names[:4], self._cols, strict=True):
+            rows[name] = np.frombuffer(col, dtype=np.int64)
+            del col[:]
+        for name in ("scheduled_ns", "sent_ns", "done_ns"):
+            rows[name] -= self.origin_ns
+        rows["status"] = np.frombuffer(self._status, dtype=np.int32)
+        del self._status[:]
+        self._file.write(rows.tobytes())
+        self._file.flush()
+        self.rows += n
+        (self.out_dir / KINDS_FILE).write_text(json.dumps(self._kinds))
+
+    def close(self) -> Path:
+        """Flush, close, and write `queries.csv`; returns its path."""
+        self.flush()
+        self._file.close()
+        rows, kinds = read_binary(self.out_dir)
+        names = {code: kind for kind, code in kinds.items()}
+        path = self.out_dir / CSV_FILE
+        with open(path, "w") as out:
+            out.write("query_id,scheduled_ns,sent_ns,done_ns,status\n")
+            for start in range(0, len(rows), 65536):
+                part = rows[start : start + 65536]
+                out.writelines(
+                    f"{q},{a},{b},{c},{names[s]}\n"
+                    for q, a, b, c, s in zip(part["query_id"].tolist(),
+                                             part["scheduled_ns"].tolist(),
+                                             part["sent_ns"].tolist(), part["done_ns"].tolist(),
+                                             part["status"].tolist(), strict=True))
+        return path
+
+
+def read_binary(out_dir: Path) -> tuple[np.ndarray, dict[str, int]]:
+    """The rows of a run's `queries.bin` (whole records only) and its kind codes."""
+    raw = (out_dir / BINARY_FILE).read_bytes()
+    whole = len(raw) // RECORD.itemsize * RECORD.itemsize
+    kinds_path = out_dir / KINDS_FILE
+    kinds = json.loads(kinds_path.read_text()) if kinds_path.exists() else {"ok": 0}
+    return np.frombuffer(raw[:whole], dtype=RECORD), kinds
