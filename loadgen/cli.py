@@ -25,18 +25,24 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting (repeatable)")
     p.add_argument("--quiet", action="store_true", help="no progress lines, no summary")
+    p.add_argument("--prometheus-port", metavar="[HOST:]PORT",
+                   help="serve live metrics on /metrics during the run (host 127.0.0.1)")
+    p.add_argument("--pushgateway", metavar="URL", help="push the final metrics there")
     p.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from loadgen.adapters.registry import make_sut
     from loadgen.api import print_progress, run_test
+    from loadgen.metrics import monitors_for
     from loadgen.report.summary import render_summary
     from loadgen.settings import load_settings
 
     settings = load_settings(args.file, args.overrides)
     sut = make_sut(args.sut)
-    result = run_test(settings, sut, args.out, None if args.quiet else print_progress)
+    with monitors_for(args.prometheus_port, args.pushgateway) as monitors:
+        result = run_test(settings, sut, args.out, None if args.quiet else print_progress,
+                          monitors)
     if not args.quiet:
         print(render_summary(result), end="")
         print(f"wrote {args.out / 'result.json'} and {args.out / 'summary.txt'}")
