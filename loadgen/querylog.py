@@ -76,16 +76,17 @@ class QueryLog:
         (self.out_dir / KINDS_FILE).write_text(json.dumps(self._kinds))
 
     def close(self) -> Path:
-        """Flush, close, and write `queries.csv`; returns its path."""
+        """Flush, close, and write `queries.csv` chunk by chunk; returns its path."""
         self.flush()
         self._file.close()
-        rows, kinds = read_binary(self.out_dir)
-        names = {code: kind for kind, code in kinds.items()}
+        names = {code: kind for kind, code in self._kinds.items()}
         path = self.out_dir / CSV_FILE
-        with open(path, "w") as out:
+        step = 65536 * RECORD.itemsize
+        with open(self.out_dir / BINARY_FILE, "rb") as src, open(path, "w") as out:
             out.write("query_id,scheduled_ns,sent_ns,done_ns,status\n")
-            for start in range(0, len(rows), 65536):
-                part = rows[start : start + 65536]
+            while chunk := src.read(step):
+                part = np.frombuffer(chunk[: len(chunk) // RECORD.itemsize * RECORD.itemsize],
+                                     dtype=RECORD)
                 out.writelines(
                     f"{q},{a},{b},{c},{names[s]}\n"
                     for q, a, b, c, s in zip(part["query_id"].tolist(),

@@ -64,7 +64,7 @@ def summarize(settings: TestSettings, c: Collector, times: RunTimes) -> RunStats
     return RunStats(
         queries=c.measured_queries,
         samples=c.measured_samples,
-        errors=c.measured_errors,
+        errors=sum(c.errors_by_kind.values()),  # warm-up errors count too
         errors_by_kind=dict(c.errors_by_kind),
         unfinished=times.unfinished,
         late=c.late,
