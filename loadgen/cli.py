@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadgen.errors import LoadgenError, SettingsError, SutSpecError
+from loadgen.serve_cli import add_parser as _add_serve
 
 __all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_USAGE", "EXIT_VALID", "main"]
 
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loadgen", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
+    _add_serve(sub)
     return parser
 
 

@@ -1,0 +1,245 @@
+"""What the HTTP and gRPC servers share: settings, readiness, checks, the in-flight gate.
+
+Neither aiohttp nor grpc is imported here. `ServerCore.infer` takes a decoded
+`InferRequest`, checks it against the model metadata (names, datatypes, shapes;
+the codec has already checked byte lengths), submits it to the service and
+returns the `InferResponse` with the server's timings in its parameters:
+
+    queue_ns, batch_formation_ns, compute_ns   from the service, per request
+    h2d_ns, d2h_ns                             host-to-device / device-to-host copies
+    batch_size                                 rows in the batch the request ran in
+    server_total_ns                            handler entry -> response about to be encoded
+
+Request parameters honoured: `priority` (int >= 0, lower runs first) and
+`timeout` (int, microseconds a request may wait in the queue; Triton's name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import importlib.metadata
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from loadgen import protocol as p
+from sut.errors import InvalidInput
+from sut.server.errors import (
+    Answer,
+    Busy,
+    NotFound,
+    ServerTimeout,
+    Unauthorized,
+    Unavailable,
+)
+
+if TYPE_CHECKING:
+    from sut.service import InferenceService, InferResult, ModelMetadata
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "EXTRA_TIMINGS", "SERVER_NAME", "ServerConfig", "ServerCore"]
+
+SERVER_NAME = "loadgen-sut"
+DEFAULT_MAX_BODY_BYTES = 64 * 2**20
+EXTRA_TIMINGS = ("h2d_ns", "d2h_ns")
+"""Timing parameters sent beside `loadgen.protocol.TIMING_PARAMETERS`."""
+
+_PHASES = (("queue", p.QUEUE_NS), ("batch_formation", p.BATCH_FORMATION_NS),
+           ("compute", p.COMPUTE_NS), ("h2d", "h2d_ns"), ("d2h", "d2h_ns"))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Where and how to serve; port 0 picks a free port."""
+
+    host: str = "127.0.0.1"
+    http_port: int = 8000
+    grpc_port: int = 8001
+    auth_token: str | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_inflight: int = 1024  # infer requests held at once, over both protocols
+    request_timeout_s: float = 60.0  # longest wait for a result
+    drain_timeout_s: float = 30.0  # longest wait for in-flight requests at shutdown
+
+    def __post_init__(self) -> None:
+        for key in ("http_port", "grpc_port"):
+            if not 0 <= getattr(self, key) <= 65535:
+                raise ValueError(f"{key} must be in [0, 65535], got {getattr(self, key)}")
+        for key in ("max_body_bytes", "max_inflight", "request_timeout_s", "drain_timeout_s"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key} must be > 0, got {getattr(self, key)}")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both a certificate and a key")
+        if self.auth_token is not None and not self.auth_token.strip():
+            raise ValueError("the auth token must not be empty")
+
+
+class ServerCore:
+    """One served model: readiness, auth, request checks and the path to the service."""
+
+    def __init__(self, service: InferenceService, config: ServerConfig,
+                 observe: Callable[[str, InferResult], None] | None = None) -> None:
+        self.service = service
+        self._observe = observe
+        self.config = config
+        self.draining = False
+        self.inflight = 0
+        self.outcomes: Counter[str] = Counter()  # answers the service did not count itself
+        self._token = None if config.auth_token is None else f"Bearer {config.auth_token}".encode()
+        try:
+            version = importlib.metadata.version("loadgen")
+        except importlib.metadata.PackageNotFoundError:
+            version = "0"
+        self.server_metadata = p.server_metadata(SERVER_NAME, version)
+
+    # -- state ---------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """The model is loaded and the server is not draining."""
+        return self.service.ready and not self.draining
+
+    def check_open(self) -> None:
+        """Raise Unavailable once the server drains."""
+        if self.draining:
+            raise Unavailable("the server is shutting down; not taking new requests")
+
+    def count(self, answer: Answer) -> None:
+        """Count an error answer the service did not count itself."""
+        if answer.outcome:
+            self.outcomes[answer.outcome] += 1
+
+    def authorize(self, header: str | None) -> None:
+        """Raise Unauthorized unless `header` is `Bearer <token>` (or auth is off)."""
+        if self._token is None:
+            return
+        if header is None or not hmac.compare_digest(header.encode(), self._token):
+            raise Unauthorized("missing or wrong bearer token (Authorization: Bearer <token>)")
+
+    def model(self, name: str, version: str = "") -> ModelMetadata:
+        """The metadata of the served model; NotFound for another name or version."""
+        if not self.service.ready:
+            raise Unavailable("the model is not loaded yet" if not self.draining
+                              else "the server is shutting down")
+        meta = self.service.metadata
+        if name != meta.name:
+            raise NotFound(f"unknown model {name!r}; this server serves {meta.name!r}")
+        if version and version not in meta.versions:
+            raise NotFound(f"model {name!r} has no version {version!r};"
+                           f" versions: {', '.join(meta.versions)}")
+        return meta
+
+    def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
+        """The OIP model metadata document (also gRPC kwargs)."""
+        m = self.model(name, version)
+        return p.model_metadata(m.name, m.versions, m.platform,
+                                [(s.name, s.datatype, s.shape) for s in m.inputs],
+                                [(s.name, s.datatype, s.shape) for s in m.outputs])
+
+    def model_stats(self, name: str, version: str = "") -> dict[str, Any]:
+        """Per-model statistics (Triton's layout, plus rejected, timeout and queue depth)."""
+        meta = self.model(name, version)
+        s = self.service.stats()
+        r = s["requests"]
+        return {"model_stats": [{
+            "name": meta.name, "version": meta.versions[0],
+            "inference_count": s["rows_ok"], "execution_count": s["batches"],
+            "queue_depth": s["waiting"],
+            "inference_stats": {
+                "success": {"count": r["ok"]}, "fail": {"count": r["failed"]},
+                "rejected": {"count": r["rejected"]}, "timeout": {"count": r["timeout"]},
+                "queue": {"count": r["ok"], "ns": s["queue_ns_total"]},
+                "compute_infer": {"count": s["batches"], "ns": s["compute_ns_total"]},
+            },
+            "batch_stats": [{"batch_size": size, "compute_infer": {"count": count}}
+                            for size, count in s["batch_sizes"].items()],
+        }]}
+
+    # -- inference -----------------------------------------------------------
+
+    async def infer(self, meta: ModelMetadata, req: p.InferRequest, began_ns: int,
+                    deadline_s: float | None = None) -> p.InferResponse:
+        """Check, submit, await and wrap one request; `deadline_s` is the client's, if any."""
+        self.check_open()
+        inputs = check_inputs(meta, req)
+        wanted = _requested(meta, req)
+        priority, timeout_ns = _knobs(req, deadline_s)
+        if self.inflight >= self.config.max_inflight:
+            raise Busy(f"{self.inflight} requests in flight (max {self.config.max_inflight})")
+        self.inflight += 1
+        try:
+            async with asyncio.timeout(self.config.request_timeout_s):
+                result = await self.service.infer(inputs, priority=priority, timeout_ns=timeout_ns)
+        except TimeoutError:
+            raise ServerTimeout(f"no result within {self.config.request_timeout_s} s") from None
+        finally:
+            self.inflight -= 1
+        if self._observe is not None:
+            self._observe(meta.name, result)
+        timings = result.timings_ns
+        params: dict[str, p.ParamValue] = {key: timings[phase] for phase, key in _PHASES
+                                           if phase in timings}
+        params[p.BATCH_SIZE] = result.batch_size
+        outputs = tuple(p.InferTensor(s.name, s.datatype, result.outputs[s.name].shape,
+                                      result.outputs[s.name]) for s in meta.outputs
+                        if wanted is None or s.name in wanted)
+        params[p.SERVER_TOTAL_NS] = time.perf_counter_ns() - began_ns
+        return p.InferResponse(meta.name, meta.versions[0], req.id, outputs, params)
+
+    async def drain(self) -> bool:
+        """Refuse new requests; wait (bounded) until none is in flight; True when none is."""
+        self.draining = True
+        give_up = time.monotonic() + self.config.drain_timeout_s
+        while self.inflight and time.monotonic() < give_up:
+            await asyncio.sleep(0.01)
+        return self.inflight == 0
+
+
+def check_inputs(meta: ModelMetadata, req: p.InferRequest) -> dict[str, np.ndarray]:
+    """The request's arrays, once names, datatypes and shapes match the model metadata."""
+    specs = {s.name: s for s in meta.inputs}
+    names = [t.name for t in req.inputs]
+    if sorted(names) != sorted(specs):
+        raise InvalidInput(f"model {meta.name!r} takes inputs {sorted(specs)}, got {names}")
+    for t in req.inputs:
+        spec = specs[t.name]
+        if t.datatype != spec.datatype:
+            raise InvalidInput(f"input {t.name!r}: datatype {t.datatype}, the model takes"
+                               f" {spec.datatype}")
+        if len(t.shape) != len(spec.shape) or any(
+                want not in (-1, got) for want, got in zip(spec.shape, t.shape, strict=True)):
+            raise InvalidInput(f"input {t.name!r}: shape {list(t.shape)} does not match"
+                               f" {list(spec.shape)} (-1: any size)")
+    return {t.name: t.data for t in req.inputs}
+
+
+def _requested(meta: ModelMetadata, req: p.InferRequest) -> set[str] | None:
+    if not req.outputs_requested:
+        return None
+    known = {s.name for s in meta.outputs}
+    wanted = {o.name for o in req.outputs_requested}
+    if not wanted <= known:
+        raise InvalidInput(f"unknown outputs {sorted(wanted - known)}; the model has"
+                           f" {sorted(known)}")
+    return wanted
+
+
+def _knobs(req: p.InferRequest, deadline_s: float | None) -> tuple[int, int | None]:
+    priority = req.parameters.get("priority", 0)
+    if type(priority) is not int or priority < 0:
+        raise InvalidInput(f"parameter 'priority' must be an integer >= 0, got {priority!r}")
+    timeout_us = req.parameters.get("timeout")
+    if timeout_us is not None and (type(timeout_us) is not int or timeout_us <= 0):
+        raise InvalidInput(f"parameter 'timeout' must be microseconds > 0, got {timeout_us!r}")
+    timeout_ns = None if timeout_us is None else timeout_us * 1000
+    if deadline_s is not None:
+        left = max(1, int(deadline_s * 1e9))
+        timeout_ns = left if timeout_ns is None else min(timeout_ns, left)
+    return priority, timeout_ns
