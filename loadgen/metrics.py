@@ -75,7 +75,7 @@ BUCKETS_S: tuple[float, ...] = (
 )
 DEFAULT_HOST = "127.0.0.1"
 MAX_COMPONENTS = 32
-SNAPSHOT_TIMEOUT_S = 1.0
+SNAPSHOT_TIMEOUT_S = 0.5  # under a 1 s scrape timeout
 _LABELS = ("scenario", "sut", "run_id")
 _HISTOGRAMS = (  # exported name, Collector attribute, help
     ("loadgen_latency_seconds", "latency", "Sample latency from the scheduled issue time."),
