@@ -12,18 +12,25 @@ def md1_mean(rate: float, service: float) -> float:
 
 
 def md1_wait_cdf(t: float, rate: float, service: float) -> float:
-    """P(wait <= t) for M/D/1 (Erlang/Crommelin's formula)."""
+    """P(wait <= t) for M/D/1 (Erlang/Crommelin's formula).
+
+    The series alternates and cancels badly for large t / service, so callers keep
+    t within a few dozen service times (fsum keeps the rounding of the terms only).
+    """
     rho = rate * service
-    total = 0.0
+    terms = []
     for k in range(int(math.floor(t / service)) + 1):
         x = rate * (k * service - t)
-        total += (x**k) / math.factorial(k) * math.exp(-x)
-    return (1 - rho) * total
+        terms.append((x**k) / math.factorial(k) * math.exp(-x))
+    return (1 - rho) * math.fsum(terms)
 
 
 def md1_sojourn_quantile(q: float, rate: float, service: float) -> float:
     """Sojourn time at quantile q of M/D/1: service + the wait quantile."""
-    return service + _bisect(lambda t: md1_wait_cdf(t, rate, service) - q, 0.0, 200 * service)
+    hi = service
+    while md1_wait_cdf(hi, rate, service) < q:  # bracket from below: small t, few terms
+        hi *= 1.5
+    return service + _bisect(lambda t: md1_wait_cdf(t, rate, service) - q, 0.0, hi)
 
 
 def erlang_c(servers: int, offered: float) -> float:
