@@ -3,6 +3,8 @@
     null                                  completes at once (harness calibration)
     sim:service=const:2ms,servers=1       queueing simulator (also exp:, lognormal:)
     builtin:MODEL[,key=value...]          the serving harness, in process
+    http[s]://HOST:PORT/MODEL[?k=v&...]   Open Inference Protocol over HTTP (adapters.http)
+    grpc[s]://HOST:PORT/MODEL[?k=v&...]   Open Inference Protocol over gRPC (adapters.grpc)
 """
 
 from __future__ import annotations
@@ -37,4 +39,13 @@ def make_sut(spec: str) -> SystemUnderTest:
         from loadgen.adapters.inprocess import InProcessSut
 
         return InProcessSut.from_spec(spec)
-    raise SutSpecError(f"--sut {spec!r}: expected null, sim:..., or builtin:MODEL[,key=value...]")
+    if kind in ("http", "https"):
+        from loadgen.adapters.http import HttpSut
+
+        return HttpSut.from_spec(spec)
+    if kind in ("grpc", "grpcs"):
+        from loadgen.adapters.grpc import GrpcSut
+
+        return GrpcSut.from_spec(spec)
+    raise SutSpecError(f"--sut {spec!r}: expected null, sim:..., builtin:MODEL[,key=value...], "
+                       "http[s]://HOST:PORT/MODEL or grpc[s]://HOST:PORT/MODEL")

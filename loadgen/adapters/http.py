@@ -1,0 +1,201 @@
+"""Open Inference Protocol (KServe v2 / Triton) over HTTP/1.1, on the lean client in `fasthttp`.
+
+    http://HOST[:PORT]/MODEL[?key=value&...]      (https:// for TLS; port 80/443 by default)
+
+Options (query-string keys; an unknown key is a SutSpecError naming it):
+
+    connections=64     keep-alive connections; each carries one request at a time
+    max_in_flight=N    requests in flight at most (default: connections; lowers connections)
+    timeout_ms=0       fail a request unanswered this long after it was sent (0: never)
+    token=T            send `Authorization: Bearer T`
+    tls=1              TLS on an http:// spec; ca=FILE trusts that CA bundle; insecure=1
+                       skips certificate checks
+    binary=1           binary tensor data (0: JSON `data` lists, inputs and outputs)
+    version=V          model version (default: the server's choice)
+    batch=8            samples per request at most (a larger query is split; the model's
+                       first dim must be -1, else each request carries one sample)
+    samples=1024       distinct synthetic samples (sample index i uses i mod samples)
+    seed=0             seed of the synthetic samples
+
+At start the adapter checks `/v2/health/ready` and the model's `/ready`, reads its metadata,
+builds seeded synthetic samples that match it, and pre-serialises the whole HTTP request of
+every single-sample query. Queries beyond the free connections wait in a local FIFO (their
+latency still counts from the scheduled time). Each completion is stamped in
+`data_received`; its components are the server's timing parameters (read from the JSON
+header by a scan, not decoded: json.loads costs ~7 µs, most of the per-request budget) and
+`network` = service latency - `server_total`. Failures: `http_<status>`, `timeout`,
+`connection_reset`, `connect_error`, `protocol_error`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+from loadgen.adapters.base import CompletionSink, Timers
+from loadgen.adapters.fasthttp import HttpPool, fetch, request_bytes
+from loadgen.adapters.remote import (
+    COMMON_KEYS,
+    TIMING_NAMES,
+    Endpoint,
+    Job,
+    Samples,
+    Tag,
+    add_network,
+    metadata_inputs,
+    report_done,
+    report_failed,
+    tls_context,
+)
+from loadgen.errors import SutError
+from loadgen.protocol import HEADER_LENGTH, InferRequest, InferTensor, encode_request
+
+__all__ = ["HTTP_KEYS", "HttpSut"]
+
+HTTP_KEYS = (*COMMON_KEYS, "connections", "binary", "insecure")
+SCHEMES = {"http": (80, False), "https": (443, True)}
+_TIMINGS = re.compile(rb'"(' + b"|".join(k.encode() for k, _ in TIMING_NAMES) + rb')"\s*:\s*(\d+)')
+_NAMES = {key.encode(): name for key, name in TIMING_NAMES}
+_HEADER_LENGTH = b"\r\n" + HEADER_LENGTH.lower().encode() + b":"
+
+
+class HttpSut:
+    """A `SystemUnderTest` speaking the Open Inference Protocol over HTTP/1.1."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        e = self.endpoint = endpoint
+        self.name = e.url
+        self.max_in_flight = e.number("max_in_flight", e.number("connections", 64, 1), 1)
+        self.connections = min(e.number("connections", 64, 1), self.max_in_flight)
+        self.binary = e.flag("binary", True)
+        self.timeout_ms = e.number("timeout_ms", 0)
+        self.version = e.options.get("version", "")
+        self.batch = e.number("batch", 8, 1)
+        self.samples = e.number("samples", 1024, 1)
+        self.seed = e.number("seed", 0)
+        self.ssl = tls_context(e, e.flag("insecure"))
+        model = f"/v2/models/{e.model}" + (f"/versions/{self.version}" if self.version else "")
+        self._model_path = model
+        self._headers = {"Authorization": f"Bearer {e.options['token']}"} if "token" in e.options \
+            else {}
+        self._sink: CompletionSink | None = None
+        self._pool: HttpPool | None = None
+        self._samples: Samples[bytes] | None = None
+        self._prefix: dict[int, bytes] = {}
+        self.metadata: dict[str, Any] = {}
+
+    @classmethod
+    def from_spec(cls, spec: str) -> HttpSut:
+        """Build from `http[s]://HOST[:PORT]/MODEL?key=value&...`."""
+        return cls(Endpoint.parse(spec, SCHEMES, HTTP_KEYS))
+
+    async def start(self, sink: CompletionSink, timers: Timers) -> None:
+        """Check readiness, read metadata, pre-encode requests, open the connections."""
+        self._sink = sink
+        await self._expect_ok("/v2/health/ready", "server")
+        await self._expect_ok(f"{self._model_path}/ready", f"model {self.endpoint.model!r}")
+        body = await self._expect_ok(self._model_path, f"model {self.endpoint.model!r} metadata")
+        try:
+            self.metadata = json.loads(body)
+        except ValueError as exc:
+            raise SutError(f"{self.name}: model metadata is not JSON: {exc}") from None
+        self._samples = Samples(metadata_inputs(self.metadata, self.endpoint.model), self.batch,
+                                self.samples, self.seed, self._request)
+        e = self.endpoint
+        self._pool = HttpPool(e.host, e.port, self.connections, self._response, self._failure,
+                              self.ssl, self.timeout_ms * 1_000_000)
+        try:
+            await self._pool.start()
+        except OSError as exc:
+            raise SutError(f"{self.name}: cannot connect: {exc}") from exc
+
+    def issue(self, query_id: int, sample_indices: np.ndarray) -> None:
+        """Send the query (or queue it for a free connection); never blocks."""
+        pool, samples = self._pool, self._samples
+        assert pool is not None and samples is not None, "issue before start"
+        if len(sample_indices) == 1:
+            pool.submit(query_id, samples.single[int(sample_indices[0]) % samples.count])
+        elif len(sample_indices) <= samples.rows:
+            pool.submit(query_id, self._encode(sample_indices))
+        else:
+            pool.submit_job(Job(query_id, sample_indices, samples.rows, self._encode))
+
+    async def stop(self) -> None:
+        """Close the connections; queries in flight are abandoned."""
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    def describe(self) -> dict[str, Any]:
+        """Endpoint, protocol, model and how requests are sent."""
+        return {"sut": self.name, "endpoint": self.endpoint.url, "protocol": "http",
+                "model": self.endpoint.model, "version": self.version,
+                "platform": self.metadata.get("platform", ""), "connections": self.connections,
+                "max_in_flight": self.max_in_flight, "binary": self.binary,
+                "tls": self.endpoint.tls, "timeout_ms": self.timeout_ms,
+                "samples_per_request": self._samples.rows if self._samples else self.batch,
+                "samples": self._samples.count if self._samples else self.samples,
+                "seed": self.seed}
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def _expect_ok(self, path: str, what: str) -> bytes:
+        e = self.endpoint
+        request = request_bytes("GET", path, e.address, self._headers)
+        try:
+            status, _, body = await fetch(e.host, e.port, request, self.ssl)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise SutError(f"{self.name}: GET {path}: {exc or type(exc).__name__}") from exc
+        if status != 200:
+            raise SutError(f"{self.name}: {what} is not ready (GET {path}: HTTP {status})")
+        return body
+
+    def _request(self, tensors: list[InferTensor]) -> bytes:
+        """The whole HTTP request carrying these tensors."""
+        body, headers = encode_request(InferRequest(inputs=tuple(tensors)), self.binary,
+                                       self.binary)
+        return request_bytes("POST", f"{self._model_path}/infer", self.endpoint.address,
+                             headers | self._headers, body)
+
+    def _encode(self, indices: np.ndarray) -> bytes:
+        """Request bytes for several samples; fixed-size binary tensors reuse a cached head."""
+        samples = self._samples
+        assert samples is not None
+        if len(indices) == 1 or not self.binary or any(
+                s.datatype == "BYTES" for s in samples.inputs):
+            return samples.payload(indices)
+        picked = np.remainder(indices, samples.count)
+        arrays = [samples.block[s.name][picked] for s in samples.inputs]
+        prefix = self._prefix.get(len(picked))
+        if prefix is None:
+            whole = samples.payload(picked)
+            raw = sum(a.nbytes for a in arrays)
+            prefix = self._prefix[len(picked)] = whole[:len(whole) - raw]
+        return prefix + b"".join(a.tobytes() for a in arrays)
+
+    # -- completions (on the loop, from the pool) -------------------------------------------
+
+    def _response(self, tag: Tag, status: int, head: bytes, body: bytes, sent_ns: int,
+                  done_ns: int) -> None:
+        sink = self._sink
+        assert sink is not None
+        if status != 200:
+            report_failed(sink, tag, done_ns, f"http_{status}")
+            return
+        i = head.find(_HEADER_LENGTH)
+        if i >= 0:
+            j = head.find(b"\r\n", i + 2)
+            try:
+                body = body[:int(head[i + len(_HEADER_LENGTH):j if j >= 0 else len(head)])]
+            except ValueError:
+                report_failed(sink, tag, done_ns, "protocol_error")
+                return
+        components = {_NAMES[k]: int(v) for k, v in _TIMINGS.findall(body)}
+        report_done(sink, tag, done_ns, add_network(components, done_ns - sent_ns))
+
+    def _failure(self, tag: Tag, now_ns: int, kind: str) -> None:
+        assert self._sink is not None
+        report_failed(self._sink, tag, now_ns, kind)
