@@ -1,0 +1,205 @@
+"""A real Prometheus scrapes a loadgen run (and a `loadgen serve` SUT) and agrees with result.json.
+
+Prometheus (Debian package `prometheus`) runs on loopback with a temporary config (1 s
+scrapes) and storage; every process started here is stopped by its pid. Tolerances:
+`histogram_quantile` interpolates inside one of the exporter's buckets (`BUCKETS_S`,
+adjacent bounds at most 1.28x apart), so its p50/p99 are within that ratio of the HDR
+figures in result.json; counters are compared exactly once the final values are scraped;
+a 6 s `rate` of completed queries is within 10% of the run's `qps_completed`.
+"""
+
+import contextlib
+import itertools
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from loadgen.adapters.registry import make_sut
+from loadgen.adapters.sim import ServiceTime, SimSut
+from loadgen.api import run_test
+from loadgen.metrics import BUCKETS_S, PrometheusExporter
+from loadgen.settings import load_settings
+
+PROMETHEUS = shutil.which("prometheus")
+BUCKET_RATIO = max(b / a for a, b in itertools.pairwise(BUCKETS_S))
+SCRAPE_S = 1
+
+pytestmark = [
+    pytest.mark.functional,
+    pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed: "
+                       "apt-get install prometheus (.ci/run does)"),
+]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url, timeout=5.0):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return response.status, response.read()
+
+
+def _stop(proc, signum=signal.SIGTERM, grace_s=15.0):
+    """Stop a child by its pid: `signum`, then SIGKILL after `grace_s`."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signum)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+class _Prometheus:
+    """The HTTP API of one Prometheus server."""
+
+    def __init__(self, url, proc):
+        self.url, self.proc = url, proc
+
+    def query(self, expr, at=None):
+        params = {"query": expr} | ({"time": f"{at:.3f}"} if at is not None else {})
+        _, body = _get(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}")
+        doc = json.loads(body)
+        assert doc["status"] == "success", doc
+        return doc["data"]["result"]
+
+    def value(self, expr, at=None):
+        """The single sample of an instant query, as a float (None when empty)."""
+        result = self.query(expr, at)
+        assert len(result) <= 1, result
+        return float(result[0]["value"][1]) if result else None
+
+    def wait_for(self, expr, expected, timeout_s=15.0):
+        """Poll until `expr` equals `expected` (the final values got scraped)."""
+        deadline = time.monotonic() + timeout_s
+        while (value := self.value(expr)) != expected:
+            assert time.monotonic() < deadline, f"{expr} = {value}, expected {expected}"
+            assert self.proc.poll() is None, "prometheus exited"
+            time.sleep(0.25)
+
+
+@contextlib.contextmanager
+def _prometheus(tmp_path, targets):
+    """A Prometheus on loopback scraping `targets` ({job: 'host:port'}) every second."""
+    port = _free_port()
+    config = tmp_path / "prometheus.yml"  # JSON is YAML
+    config.write_text(json.dumps({
+        "global": {"scrape_interval": f"{SCRAPE_S}s", "scrape_timeout": f"{SCRAPE_S}s"},
+        "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [target]}]}
+                           for job, target in targets.items()],
+    }))
+    log = (tmp_path / "prometheus.log").open("wb")
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        prom = _Prometheus(f"http://127.0.0.1:{port}", proc)
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()
+            with contextlib.suppress(OSError):
+                if _get(f"{prom.url}/-/ready", timeout=1)[0] == 200:
+                    break
+            assert time.monotonic() < deadline, "prometheus not ready in 30 s"
+            time.sleep(0.2)
+        for job in targets:  # every target scraped once before the run starts
+            prom.wait_for(f'up{{job="{job}"}}', 1.0, timeout_s=20)
+        yield prom
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def _settings(*overrides):
+    return load_settings(None, ["preset='dev'", "min_query_count=100", *overrides])
+
+
+def _assert_same_bucket_resolution(estimate_s, hdr_ns):
+    ratio = estimate_s / (hdr_ns / 1e9)
+    assert 1 / BUCKET_RATIO <= ratio <= BUCKET_RATIO, (estimate_s, hdr_ns)
+
+
+def test_prometheus_agrees_with_the_result_of_a_sim_run(tmp_path):
+    exporter = PrometheusExporter(listen="127.0.0.1:0", run_id="functional-sim")
+    sel = '{run_id="functional-sim"}'
+    with exporter, _prometheus(tmp_path, {"loadgen": f"127.0.0.1:{exporter.port}"}) as prom:
+        started = time.time()
+        run_test(_settings("target_qps=1000", "target_latency_ms=10", "min_duration_s=12"),
+                 SimSut(ServiceTime.parse("exp:500us"), seed=1), tmp_path / "run",
+                 monitors=[exporter])
+        result = json.loads((tmp_path / "run" / "result.json").read_text())
+        prom.wait_for(f"loadgen_queries_measured_total{sel}", float(result["queries"]))
+        prom.wait_for(f"loadgen_latency_seconds_count{sel}", float(result["latency_ns"]["count"]))
+        prom.wait_for(f"loadgen_queries_good_total{sel}",
+                      float(result["queries"] - result["overlatency"]))
+        for q, key in ((0.5, "p50"), (0.99, "p99")):
+            estimate = prom.value(f"histogram_quantile({q}, loadgen_latency_seconds_bucket{sel})")
+            _assert_same_bucket_resolution(estimate, result["latency_ns"][key])
+        mid = started + 8
+        rate = prom.value(f"rate(loadgen_queries_completed_total{sel}[6s])", at=mid)
+        assert rate == pytest.approx(result["qps_completed"], rel=0.10)
+        assert prom.value(f"loadgen_target_queries_per_second{sel}") == 1000.0
+        assert prom.value(f"loadgen_queries_in_flight{sel}") == 0.0
+        assert prom.value(f"loadgen_queries_in_flight{sel}", at=mid) is not None  # live
+        lag = prom.value(f"histogram_quantile(0.99, loadgen_issue_lag_seconds_bucket{sel})")
+        assert lag is not None and not math.isnan(lag)
+
+
+@contextlib.contextmanager
+def _serve(tmp_path, model, http_port):
+    """`loadgen serve` on loopback, ready to answer; stopped by pid (SIGTERM drains)."""
+    log = (tmp_path / "serve.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "loadgen.cli", "serve", "--model", model,
+                             "--http-port", str(http_port), "--grpc-port", "0"],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[1])
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            with contextlib.suppress(OSError):
+                if _get(f"http://127.0.0.1:{http_port}/v2/health/ready", timeout=1)[0] == 200:
+                    break
+            assert time.monotonic() < deadline, "loadgen serve not ready in 120 s"
+            time.sleep(0.2)
+        yield proc
+    finally:
+        _stop(proc, signal.SIGTERM, grace_s=30)
+        log.close()
+
+
+def test_prometheus_scrapes_the_sut_server_and_loadgen_together(tmp_path):
+    http_port = _free_port()
+    sut = make_sut(f"http://127.0.0.1:{http_port}/mlp")
+    exporter = PrometheusExporter(listen="127.0.0.1:0", run_id="functional-http")
+    sel = '{run_id="functional-http"}'
+    with _serve(tmp_path, "mlp", http_port), exporter, _prometheus(
+            tmp_path, {"loadgen": f"127.0.0.1:{exporter.port}", "sut": f"127.0.0.1:{http_port}"},
+    ) as prom:
+        result = run_test(_settings("target_qps=300", "target_latency_ms=100",
+                                    "min_duration_s=8"), sut, monitors=[exporter])
+        assert result["errors"] == 0, result["errors_by_kind"]
+        prom.wait_for(f"loadgen_queries_measured_total{sel}", float(result["queries"]))
+        # one request per single-sample query, each answered and timed once by the SUT
+        prom.wait_for('sum(sut_requests_total{outcome="ok"})', float(result["queries"]))
+        prom.wait_for("sum(sut_compute_seconds_count)", float(result["queries"]))
+        prom.wait_for("sum(sut_queue_seconds_count)", float(result["queries"]))
+        assert prom.value("sum(sut_queue_depth)") == 0.0
+        batches = prom.value("sum(sut_batch_size_count)")
+        assert 0 < batches <= result["queries"]
+        estimate = prom.value(f"histogram_quantile(0.99, loadgen_latency_seconds_bucket{sel})")
+        _assert_same_bucket_resolution(estimate, result["latency_ns"]["p99"])
