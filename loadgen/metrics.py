@@ -10,9 +10,10 @@ to HDR's 0.1%), `_sum` is the HDR mean times the count, and `+Inf` is the total.
 
 Threads: the scrape runs in prometheus_client's HTTP thread while the run's event loop
 records. The snapshot is therefore taken *on the loop thread* (`run_coroutine_threadsafe`):
-it flushes each recorder's buffer and copies its counts array (a memcpy of ~270 KB per
-histogram) between two loop callbacks, so counters and histograms are mutually
-consistent; bucketing happens afterwards in the scrape thread. A loop busy for longer
+it flushes each recorder's buffer and copies its counts up to the highest nonzero one (a
+memcpy of at most 270 KB per histogram, ~0.1 ms for all of them at ms latencies) between two
+loop callbacks, so counters and histograms are mutually consistent; bucketing happens
+afterwards in the scrape thread. A loop busy for longer
 than `SNAPSHOT_TIMEOUT_S` gets the previous snapshot; a closed loop (the run ended or
 failed) is read directly. `stop` freezes the final snapshot, which later scrapes and
 the optional Pushgateway push (`pushgateway=URL`, done in `stop`) report.
@@ -108,19 +109,26 @@ class _Layout:
         self.index = np.array([hist.get_counts_array_index(round(b * 1e9)) for b in bounds])
 
     def buckets(self, counts: npt.NDArray[np.uint64]) -> tuple[list[tuple[str, float]], float]:
-        """Cumulative (le, count) pairs ending with +Inf, and the sum in seconds."""
+        """Cumulative (le, count) pairs ending with +Inf, and the sum in seconds.
+
+        `counts` is a prefix of the HDR counts array (the rest being zero).
+        """
         cumulative = np.cumsum(counts, dtype=np.uint64)
         total = int(cumulative[-1])
         at = cumulative[np.minimum(self.index, cumulative.size - 1)].tolist()
         pairs: list[tuple[str, float]] = [(le, float(n)) for le, n in zip(self.le, at, strict=True)]
         pairs.append(("+Inf", float(total)))
-        return pairs, float(counts.astype(np.float64) @ self.mid_s)
+        return pairs, float((counts * self.mid_s[: counts.size]).sum())  # no BLAS threads
 
 
 def _counts(recorder: Recorder) -> npt.NDArray[np.uint64]:
-    """A copy of a recorder's counts, its buffer flushed first (call on the recording thread)."""
+    """A copy of a recorder's counts up to its maximum, its buffer flushed first.
+
+    Call on the recording thread; the copy stops at the highest nonzero counter.
+    """
     hist = recorder.histogram
-    counts: npt.NDArray[np.uint64] = np.ctypeslib.as_array(hist.counts).copy()
+    end = hist.get_counts_array_index(hist.max_value) + 1
+    counts: npt.NDArray[np.uint64] = np.ctypeslib.as_array(hist.counts)[:end].copy()
     return counts
 
 
