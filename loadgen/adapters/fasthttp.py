@@ -34,8 +34,8 @@ MAX_HEAD = 64 << 10
 BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
 
-Response = Callable[[Tag, int, bytes, bytes, int, int], None]
-"""(tag, status, lower-cased head, body, sent_ns, done_ns)"""
+Response = Callable[[Tag, int, "bytes | bytearray", int, int, int, int], None]
+"""(tag, status, buffer, body start, `extra_header` value or -1, sent_ns, done_ns)"""
 Failure = Callable[[Tag, int, str], None]
 """(tag, now_ns, kind)"""
 
@@ -48,41 +48,49 @@ def request_bytes(method: str, path: str, host: str, headers: dict[str, str],
     return "\r\n".join(lines).encode("latin-1") + body
 
 
-def parse_head(raw: bytes | bytearray) -> tuple[int, int, bool, bytes]:
-    """(status, body length, keep-alive, lower-cased head) of a response head, no blank line."""
-    head = bytes(raw).lower()
-    if not head.startswith(b"http/1.") or len(head) < 12 or head[12:13] not in (b" ", b"\r", b""):
+def _number(head: bytes | bytearray, name: bytes) -> int:
+    """The value of the integer header `name` (b"\\r\\nname:") in a lower-cased head, or -1."""
+    i = head.find(name)
+    if i < 0:
+        return -1
+    j = head.find(b"\r\n", i + 2)
+    value = int(head[i + len(name):j] if j >= 0 else head[i + len(name):])
+    if value < 0:
+        raise ValueError(f"negative {name[2:-1].decode()}")
+    return value
+
+
+def parse_head(raw: bytes | bytearray, extra: bytes = b"") -> tuple[int, int, bool, int]:
+    """(status, body length, keep-alive, `extra` value or -1) of a response head.
+
+    `raw` ends before the blank line; `extra` is b"\\r\\nname:" in lower case.
+    """
+    head = raw.lower()
+    if head[:7] != b"http/1." or len(head) < 12 or head[12:13] not in (b" ", b"\r", b""):
         raise ValueError("not an HTTP/1.x status line")
     status = int(head[9:12])
-    i = head.find(b"\r\ncontent-length:")
-    if i < 0:
-        if status in (204, 304):
-            return status, 0, True, head
-        raise ValueError("no Content-Length (chunked and close-delimited bodies unsupported)")
-    j = head.find(b"\r\n", i + 17)
-    length = int(head[i + 17:j if j >= 0 else len(head)])
+    length = _number(head, b"\r\ncontent-length:")
     if length < 0:
-        raise ValueError("negative Content-Length")
+        if status not in (204, 304):
+            raise ValueError("no Content-Length (chunked and close-delimited bodies unsupported)")
+        length = 0
     keep = head[5:8] == b"1.1" and b"\r\nconnection: close" not in head
-    return status, length, keep, head
+    return status, length, keep, _number(head, extra) if extra else -1
 
 
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; at most one request in flight."""
 
-    __slots__ = ("buf", "head", "head_end", "keep", "pool", "sent_ns", "served", "status", "tag",
+    __slots__ = ("buf", "extra", "keep", "pool", "sent_ns", "served", "start", "status", "tag",
                  "total", "transport")
 
     def __init__(self, pool: HttpPool) -> None:
         self.pool = pool
         self.transport: asyncio.Transport | None = None
         self.tag: Tag = None
-        self.sent_ns = 0
-        self.served = 0
+        self.sent_ns = self.served = self.start = self.status = 0
         self.buf = bytearray()
-        self.total = -1
-        self.head_end = self.status = 0
-        self.head = b""
+        self.total = self.extra = -1
         self.keep = True
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -92,16 +100,14 @@ class _Connection(asyncio.Protocol):
     def send(self, tag: Tag, payload: bytes) -> None:
         self.tag = tag
         self.sent_ns = time.perf_counter_ns()
-        assert self.transport is not None
-        self.transport.write(payload)
+        self.transport.write(payload)  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter_ns()
+        buf: bytes | bytearray = data
         if self.buf:
             self.buf += data
-            buf: bytes | bytearray = self.buf
-        else:
-            buf = data
+            buf = self.buf
         if self.total < 0:
             end = buf.find(b"\r\n\r\n")
             if end < 0 or self.tag is None:
@@ -111,25 +117,24 @@ class _Connection(asyncio.Protocol):
                     self.buf += buf
                 return
             try:
-                self.status, length, self.keep, self.head = parse_head(buf[:end])
+                self.status, length, self.keep, self.extra = parse_head(buf[:end],
+                                                                        self.pool.extra_header)
             except ValueError:
                 self.abort("protocol_error", now)
                 return
-            self.head_end = end + 4
-            self.total = self.head_end + length
-        if len(buf) < self.total:
-            if not self.buf:
+            self.start = end + 4
+            self.total = self.start + length
+        if len(buf) != self.total:
+            if len(buf) > self.total:
+                self.abort("protocol_error", now)
+            elif not self.buf:
                 self.buf += buf
             return
-        if len(buf) > self.total:
-            self.abort("protocol_error", now)
-            return
-        body = bytes(buf[self.head_end:])
         tag, self.tag, self.total = self.tag, None, -1
         if self.buf:
             self.buf = bytearray()
         self.served += 1
-        self.pool._complete(self, tag, self.status, self.head, body, now)
+        self.pool._complete(self, tag, buf, now)
 
     def abort(self, kind: str, now_ns: int) -> None:
         """Fail the request in flight (if any) with `kind` and drop the connection."""
@@ -148,11 +153,12 @@ class HttpPool:
 
     def __init__(self, host: str, port: int, connections: int, on_response: Response,
                  on_failure: Failure, ssl_context: ssl.SSLContext | None = None,
-                 timeout_ns: int = 0) -> None:
+                 timeout_ns: int = 0, extra_header: str = "") -> None:
         self.host, self.port, self.connections = host, port, connections
         self.on_response, self.on_failure = on_response, on_failure
         self.ssl = ssl_context
         self.timeout_ns = timeout_ns
+        self.extra_header = f"\r\n{extra_header.lower()}:".encode() if extra_header else b""
         self.pending: Pending[bytes] = Pending()
         self._idle: list[_Connection] = []
         self._live: list[_Connection] = []
@@ -226,15 +232,18 @@ class HttpPool:
         else:
             conn.send(*item)
 
-    def _complete(self, conn: _Connection, tag: Tag, status: int, head: bytes, body: bytes,
-                  now: int) -> None:
+    def _complete(self, conn: _Connection, tag: Tag, buf: bytes | bytearray, now: int) -> None:
         self._failures = 0
         if conn.keep:
-            self._next(conn)
+            item = self.pending.pop()
+            if item is None:
+                self._idle.append(conn)
+            else:
+                conn.send(*item)
         else:
             assert conn.transport is not None
             conn.transport.close()
-        self.on_response(tag, status, head, body, conn.sent_ns, now)
+        self.on_response(tag, conn.status, buf, conn.start, conn.extra, conn.sent_ns, now)
 
     def _lost(self, conn: _Connection) -> None:
         if conn in self._live:
@@ -283,16 +292,16 @@ class HttpPool:
 
 
 async def fetch(host: str, port: int, request: bytes, ssl_context: ssl.SSLContext | None = None,
-                timeout_s: float = 10.0) -> tuple[int, bytes, bytes]:
-    """One request on a fresh connection: (status, lower-cased head, body); for setup calls."""
-    async def exchange() -> tuple[int, bytes, bytes]:
+                timeout_s: float = 10.0) -> tuple[int, bytes]:
+    """One request on a fresh connection: (status, body); for setup calls."""
+    async def exchange() -> tuple[int, bytes]:
         reader, writer = await asyncio.open_connection(
             host, port, ssl=ssl_context, server_hostname=host if ssl_context else None)
         try:
             writer.write(request)
             raw = await reader.readuntil(b"\r\n\r\n")
-            status, length, _, head = parse_head(raw[:-4])
-            return status, head, await reader.readexactly(length)
+            status, length, _, _ = parse_head(raw[:-4])
+            return status, await reader.readexactly(length)
         finally:
             writer.close()
 

@@ -201,16 +201,17 @@ class GrpcSut:
             tag, payload = item
             sent = time.perf_counter_ns()
             try:
-                done, resp = await call(payload, timeout=timeout, metadata=metadata)
+                reply = await call(payload, timeout=timeout, metadata=metadata)
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
                 kind = "timeout" if code is grpc.StatusCode.DEADLINE_EXCEEDED and timeout \
                     else f"grpc_{code.name}"
                 report_failed(sink, tag, time.perf_counter_ns(), kind)
                 continue
-            except Exception:  # a response that does not parse; the worker lives on
+            if reply is None:  # grpc.aio answers None when the deserializer raised
                 report_failed(sink, tag, time.perf_counter_ns(), "protocol_error")
                 continue
+            done, resp = reply
             params = resp.parameters
             components = {name: params[key].int64_param or params[key].uint64_param
                           for key, name in TIMING_NAMES if key in params}

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,6 @@ from loadgen.adapters.remote import (
     Job,
     Samples,
     Tag,
-    add_network,
     metadata_inputs,
     report_done,
     report_failed,
@@ -53,13 +53,47 @@ from loadgen.adapters.remote import (
 from loadgen.errors import SutError
 from loadgen.protocol import HEADER_LENGTH, InferRequest, InferTensor, encode_request
 
-__all__ = ["HTTP_KEYS", "HttpSut"]
+__all__ = ["HTTP_KEYS", "HttpSut", "Timings"]
 
 HTTP_KEYS = (*COMMON_KEYS, "connections", "binary", "insecure")
 SCHEMES = {"http": (80, False), "https": (443, True)}
-_TIMINGS = re.compile(rb'"(' + b"|".join(k.encode() for k, _ in TIMING_NAMES) + rb')"\s*:\s*(\d+)')
-_NAMES = {key.encode(): name for key, name in TIMING_NAMES}
-_HEADER_LENGTH = b"\r\n" + HEADER_LENGTH.lower().encode() + b":"
+_KEYS = {key.encode(): name for key, name in TIMING_NAMES}
+_SCAN = re.compile(rb'"(' + b"|".join(_KEYS) + rb')"\s*:\s*(\d+)')
+
+
+class Timings:
+    """Reads the server's timing parameters out of a response's JSON header, without decoding it.
+
+    A full scan costs ~2.7 µs here (json.loads ~4.4 µs); so the first response whose timing
+    keys sit together teaches a template of that order and spacing, and later responses try
+    it first (~1.6 µs), falling back to the scan when it does not match.
+    """
+
+    def __init__(self) -> None:
+        self._template: re.Pattern[bytes] | None = None
+        self._names: tuple[str, ...] = ()
+
+    def read(self, header: bytes | bytearray) -> dict[str, int]:
+        """{component name: value} of the timing parameters present."""
+        if self._template is not None:
+            match = self._template.search(header)
+            if match is not None:
+                return dict(zip(self._names, map(int, match.groups()), strict=True))
+        found = _SCAN.findall(header)
+        if found and self._template is None:
+            self._learn(bytes(header), [key for key, _ in found])
+        return {_KEYS[key]: int(value) for key, value in found}
+
+    def _learn(self, header: bytes, keys: list[bytes]) -> None:
+        parts, pos = [], header.find(b'"' + keys[0] + b'"')
+        for key in keys:
+            match = _SCAN.match(header, header.find(b'"' + key + b'"', pos))
+            if match is None:
+                return
+            parts += [re.escape(header[pos:match.start(2)]), rb"(\d+)"]
+            pos = match.end(2)
+        self._names = tuple(_KEYS[key] for key in keys)
+        self._template = re.compile(b"".join(parts))
 
 
 class HttpSut:
@@ -85,6 +119,7 @@ class HttpSut:
         self._pool: HttpPool | None = None
         self._samples: Samples[bytes] | None = None
         self._prefix: dict[int, bytes] = {}
+        self._timings = Timings()
         self.metadata: dict[str, Any] = {}
 
     @classmethod
@@ -106,7 +141,7 @@ class HttpSut:
                                 self.samples, self.seed, self._request)
         e = self.endpoint
         self._pool = HttpPool(e.host, e.port, self.connections, self._response, self._failure,
-                              self.ssl, self.timeout_ms * 1_000_000)
+                              self.ssl, self.timeout_ms * 1_000_000, HEADER_LENGTH)
         try:
             await self._pool.start()
         except OSError as exc:
@@ -122,6 +157,11 @@ class HttpSut:
             pool.submit(query_id, self._encode(sample_indices))
         else:
             pool.submit_job(Job(query_id, sample_indices, samples.rows, self._encode))
+
+    def request_of(self, sample_index: int) -> bytes:
+        """The whole HTTP request of a single-sample query (to feed other tools the same)."""
+        assert self._samples is not None, "request_of before start"
+        return self._samples.single[sample_index % self._samples.count]
 
     async def stop(self) -> None:
         """Close the connections; queries in flight are abandoned."""
@@ -146,7 +186,7 @@ class HttpSut:
         e = self.endpoint
         request = request_bytes("GET", path, e.address, self._headers)
         try:
-            status, _, body = await fetch(e.host, e.port, request, self.ssl)
+            status, body = await fetch(e.host, e.port, request, self.ssl)
         except (OSError, TimeoutError, ValueError) as exc:
             raise SutError(f"{self.name}: GET {path}: {exc or type(exc).__name__}") from exc
         if status != 200:
@@ -160,7 +200,7 @@ class HttpSut:
         return request_bytes("POST", f"{self._model_path}/infer", self.endpoint.address,
                              headers | self._headers, body)
 
-    def _encode(self, indices: np.ndarray) -> bytes:
+    def _encode(self, indices: Sequence[int] | np.ndarray) -> bytes:
         """Request bytes for several samples; fixed-size binary tensors reuse a cached head."""
         samples = self._samples
         assert samples is not None
@@ -178,23 +218,22 @@ class HttpSut:
 
     # -- completions (on the loop, from the pool) -------------------------------------------
 
-    def _response(self, tag: Tag, status: int, head: bytes, body: bytes, sent_ns: int,
-                  done_ns: int) -> None:
+    def _response(self, tag: Tag, status: int, buf: bytes | bytearray, start: int,
+                  json_length: int, sent_ns: int, done_ns: int) -> None:
         sink = self._sink
         assert sink is not None
         if status != 200:
             report_failed(sink, tag, done_ns, f"http_{status}")
             return
-        i = head.find(_HEADER_LENGTH)
-        if i >= 0:
-            j = head.find(b"\r\n", i + 2)
-            try:
-                body = body[:int(head[i + len(_HEADER_LENGTH):j if j >= 0 else len(head)])]
-            except ValueError:
-                report_failed(sink, tag, done_ns, "protocol_error")
-                return
-        components = {_NAMES[k]: int(v) for k, v in _TIMINGS.findall(body)}
-        report_done(sink, tag, done_ns, add_network(components, done_ns - sent_ns))
+        header = buf[start:start + json_length] if json_length >= 0 else buf[start:]
+        components = self._timings.read(header)
+        total = components.get("server_total")
+        if total is not None:
+            components["network"] = max(done_ns - sent_ns - total, 0)
+        if type(tag) is int:
+            sink.done(tag, done_ns, components or None)
+        else:
+            report_done(sink, tag, done_ns, components or None)
 
     def _failure(self, tag: Tag, now_ns: int, kind: str) -> None:
         assert self._sink is not None

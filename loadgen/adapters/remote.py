@@ -209,7 +209,7 @@ class Samples(Generic[P]):
             out.append(InferTensor(spec.name, spec.datatype, data.shape, data))
         return out
 
-    def payload(self, indices: np.ndarray) -> P:
+    def payload(self, indices: Sequence[int] | np.ndarray) -> P:
         """The payload of up to `rows` samples (library indices, taken mod `count`)."""
         if len(indices) == 1:
             return self.single[int(indices[0]) % self.count]
@@ -234,12 +234,13 @@ class Job(Generic[P]):
     """A query sent as several requests of at most `rows` samples; reported once, at the end."""
 
     __slots__ = ("components", "encode", "failed", "indices", "last_done", "next", "outstanding",
-                 "query_id", "rows", "sample_done")
+                 "query_id", "rows", "sample_done", "size")
 
     def __init__(self, query_id: int, indices: np.ndarray, rows: int,
-                 encode: Callable[[np.ndarray], P]) -> None:
+                 encode: Callable[[Sequence[int]], P]) -> None:
         self.query_id = query_id
-        self.indices = indices
+        self.indices: list[int] = indices.tolist()
+        self.size = len(self.indices)
         self.rows = rows
         self.encode = encode
         self.next = self.outstanding = self.last_done = 0
@@ -250,7 +251,7 @@ class Job(Generic[P]):
     def take(self) -> tuple[Tag, P] | None:
         """The next part to send, or None when all are sent (or the query failed)."""
         start = self.next
-        if self.failed or start >= len(self.indices):
+        if self.failed or start >= self.size:
             return None
         self.next = start + self.rows
         self.outstanding += 1
@@ -267,11 +268,14 @@ def report_done(sink: CompletionSink, tag: Tag, done_ns: int,
     job.outstanding -= 1
     if job.failed:
         return
-    end = min(start + job.rows, len(job.indices))
-    job.sample_done[start:end] = [done_ns] * (end - start)
+    if job.rows == 1:
+        job.sample_done[start] = done_ns
+    else:
+        end = min(start + job.rows, job.size)
+        job.sample_done[start:end] = [done_ns] * (end - start)
     if done_ns >= job.last_done:
         job.last_done, job.components = done_ns, components
-    if job.outstanding == 0 and job.next >= len(job.indices):
+    if job.outstanding == 0 and job.next >= job.size:
         sink.done(job.query_id, job.last_done, job.components, job.sample_done)
 
 

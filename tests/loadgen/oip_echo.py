@@ -6,19 +6,25 @@ timing parameters (`queue_ns`, `batch_formation_ns`, `compute_ns`, `server_total
 answers `fail_status` (HTTP) / `fail_code` (gRPC), every `reset_every`-th drops the HTTP
 connection, every `hang_every`-th is never answered. In process: `await EchoServer(...).start()`;
 as a process: `python -m tests.loadgen.oip_echo [--sleep-ms 1 ...]` prints
-`{"http": PORT, "grpc": PORT}` on one line, then serves until killed.
+`{"http": PORT, "grpc": PORT}` on one line, then serves until killed (`spawn` does this).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import select
 import socket
 import ssl
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
 
 import grpc
 from aiohttp import web
@@ -27,11 +33,30 @@ from loadgen import protocol as p
 from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
 from loadgen.oip_proto import grpc_predict_v2_pb2_grpc as pb_grpc
 
-__all__ = ["MODEL", "Behaviour", "EchoServer", "main"]
+__all__ = ["MODEL", "Behaviour", "Echo", "EchoServer", "main", "spawn"]
 
 MODEL = "echo"
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 30.0
 _METADATA = p.model_metadata(MODEL, ["1"], "echo", [("x", "FP32", [-1, 4])],
                              [("y", "FP32", [-1, 4])])
+
+
+@dataclass(frozen=True)
+class Echo:
+    """A server process and its ports."""
+
+    proc: subprocess.Popen[str]
+    http_port: int
+    grpc_port: int
+
+    def http(self, query: str = "") -> str:
+        """The http:// spec of model `echo`, options `query`."""
+        return f"http://127.0.0.1:{self.http_port}/{MODEL}" + (f"?{query}" if query else "")
+
+    def grpc(self, query: str = "") -> str:
+        """The grpc:// spec of model `echo`, options `query`."""
+        return f"grpc://127.0.0.1:{self.grpc_port}/{MODEL}" + (f"?{query}" if query else "")
 
 
 @dataclass
@@ -152,19 +177,19 @@ class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
     def __init__(self, server: EchoServer) -> None:
         self.server = server
 
-    async def ServerLive(self, request: pb.ServerLiveRequest,  # noqa: N802
+    async def ServerLive(self, request: pb.ServerLiveRequest,
                          context: grpc.aio.ServicerContext) -> pb.ServerLiveResponse:
         return pb.ServerLiveResponse(live=True)
 
-    async def ServerReady(self, request: pb.ServerReadyRequest,  # noqa: N802
+    async def ServerReady(self, request: pb.ServerReadyRequest,
                           context: grpc.aio.ServicerContext) -> pb.ServerReadyResponse:
         return pb.ServerReadyResponse(ready=True)
 
-    async def ModelReady(self, request: pb.ModelReadyRequest,  # noqa: N802
+    async def ModelReady(self, request: pb.ModelReadyRequest,
                          context: grpc.aio.ServicerContext) -> pb.ModelReadyResponse:
         return pb.ModelReadyResponse(ready=request.name == MODEL)
 
-    async def ModelMetadata(self, request: pb.ModelMetadataRequest,  # noqa: N802
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest,
                             context: grpc.aio.ServicerContext) -> pb.ModelMetadataResponse:
         if request.name != MODEL:
             await context.abort(grpc.StatusCode.NOT_FOUND, "no such model")
@@ -173,7 +198,7 @@ class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
         doc["outputs"] = [pb.ModelMetadataResponse.TensorMetadata(**t) for t in doc["outputs"]]
         return pb.ModelMetadataResponse(**doc)
 
-    async def ModelInfer(self, request: pb.ModelInferRequest,  # noqa: N802
+    async def ModelInfer(self, request: pb.ModelInferRequest,
                          context: grpc.aio.ServicerContext) -> pb.ModelInferResponse:
         t0 = time.perf_counter_ns()
         server = self.server
@@ -195,6 +220,27 @@ class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
         for key, value in resp.parameters.items():
             setattr(out.parameters[key], p.parameter_field(value), value)
         return out
+
+
+@contextlib.contextmanager
+def spawn(**behaviour: Any) -> Iterator[Echo]:
+    """Run the server in a child process (`Behaviour` fields as keywords); killed on exit."""
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in behaviour.items()]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.loadgen.oip_echo", *args],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+        line = proc.stdout.readline() if ready else ""
+        if not line:
+            raise RuntimeError(f"oip_echo did not start in {START_TIMEOUT_S} s")
+        ports = json.loads(line)
+        yield Echo(proc, ports["http"], ports["grpc"])
+    finally:
+        proc.kill()
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 async def _serve(behaviour: Behaviour) -> None:
