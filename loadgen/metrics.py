@@ -104,7 +104,7 @@ class _Layout:
         top = hist.get_highest_equivalent_value(int(lowest[-1])) + 1
         widths = np.diff(lowest, append=float(top))
         self.mid_s = (lowest + np.floor(widths / 2)) / 1e9  # HDR's median-equivalent value
-        bounds = list(bounds_s)
+        bounds = sorted(set(bounds_s))
         self.le = [str(float(b)) for b in bounds]
         self.index = np.array([hist.get_counts_array_index(round(b * 1e9)) for b in bounds])
 
