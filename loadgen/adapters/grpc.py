@@ -4,12 +4,13 @@
 
 Options (query-string keys; an unknown key is a SutSpecError naming it):
 
-    channels=1         gRPC channels (each its own HTTP/2 connection); calls spread over them
+    connections=1      gRPC channels (each its own HTTP/2 connection); calls spread over them
     max_in_flight=256  calls in flight at most; later queries wait in a local FIFO
     timeout_ms=0       call deadline (0: none); an expired call fails as `timeout`
     token=T            send metadata `authorization: Bearer T`
-    tls=1              TLS on a grpc:// spec; ca=FILE trusts that CA bundle (grpc cannot skip
-                       certificate checks)
+    tls=1              TLS on a grpc:// spec; ca=FILE trusts that CA bundle (insecure=1 is
+                       refused: grpc cannot skip certificate checks)
+    binary=1           tensors in `raw_input_contents` (0: typed `contents` fields)
     version=V          model version (default: the server's choice)
     batch=8            samples per request at most (a larger query is split; the model's
                        first dim must be -1, else each request carries one sample)
@@ -18,8 +19,7 @@ Options (query-string keys; an unknown key is a SutSpecError naming it):
 
 At start the adapter calls ServerReady, ModelReady and ModelMetadata, builds seeded
 synthetic samples that match the metadata, and serialises the ModelInferRequest of every
-single-sample query (tensors in `raw_input_contents`), so a call passes bytes through with no
-per-call serialisation. `max_in_flight` worker coroutines take requests from the FIFO, one
+single-sample query, so a call passes bytes through with no per-call serialisation. `max_in_flight` worker coroutines take requests from the FIFO, one
 call at a time each. The completion is stamped in the response deserializer, the first
 Python code to see the answer. Components: the server's timing parameters and `network` =
 service latency - `server_total`. Failures: `grpc_<CODE>` (grpc_UNAVAILABLE when the server is
@@ -53,17 +53,18 @@ from loadgen.errors import SutError, SutSpecError
 from loadgen.oip_proto import SERVICE_NAME
 from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
 from loadgen.oip_proto import grpc_predict_v2_pb2_grpc as pb_grpc
-from loadgen.protocol import InferTensor, tensor_to_raw
+from loadgen.protocol import InferTensor, ProtocolError, tensor_to_contents, tensor_to_raw
 
 __all__ = ["GRPC_KEYS", "GrpcSut"]
 
-GRPC_KEYS = (*COMMON_KEYS, "channels")
+GRPC_KEYS = (*COMMON_KEYS, "connections", "binary", "insecure")
 SCHEMES = {"grpc": (8001, False), "grpcs": (8001, True)}
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1),
                    ("grpc.use_local_subchannel_pool", 1), ("grpc.enable_retries", 0),
                    ("grpc.initial_reconnect_backoff_ms", 10), ("grpc.min_reconnect_backoff_ms", 10),
                    ("grpc.max_reconnect_backoff_ms", 500)]
 SETUP_TIMEOUT_S = 10.0
+WARMUP_ROUNDS = 16
 _INFER = f"/{SERVICE_NAME}/ModelInfer"
 
 
@@ -78,7 +79,11 @@ class GrpcSut:
     def __init__(self, endpoint: Endpoint) -> None:
         e = self.endpoint = endpoint
         self.name = e.url
-        self.channels = e.number("channels", 1, 1)
+        self.connections = e.number("connections", 1, 1)
+        self.binary = e.flag("binary", True)
+        if e.flag("insecure"):
+            raise SutSpecError(f"{e.url}: insecure=1: grpc cannot skip certificate checks; "
+                               "pass ca=FILE")
         self.max_in_flight = e.number("max_in_flight", 256, 1)
         self.timeout_ms = e.number("timeout_ms", 0)
         self.version = e.options.get("version", "")
@@ -108,7 +113,7 @@ class GrpcSut:
         self._channels = [
             grpc.aio.secure_channel(e.address, self._credentials, CHANNEL_OPTIONS)
             if self._credentials else grpc.aio.insecure_channel(e.address, CHANNEL_OPTIONS)
-            for _ in range(self.channels)]
+            for _ in range(self.connections)]
         stub = pb_grpc.GRPCInferenceServiceStub(self._channels[0])  # type: ignore[no-untyped-call]
         kw: dict[str, Any] = {"timeout": SETUP_TIMEOUT_S, "metadata": self._metadata}
         model = {"name": e.model, "version": self.version}
@@ -128,6 +133,7 @@ class GrpcSut:
         self._samples = Samples(inputs, self.batch, self.samples, self.seed, self._request)
         calls = [ch.unary_unary(_INFER, request_serializer=None, response_deserializer=_stamped)
                  for ch in self._channels]
+        await self._warm(calls)
         loop = asyncio.get_running_loop()
         self._workers = [loop.create_task(self._worker(calls[i % len(calls)]))
                          for i in range(self.max_in_flight)]
@@ -163,8 +169,8 @@ class GrpcSut:
         s = self._samples
         return {"sut": self.name, "endpoint": self.endpoint.url, "protocol": "grpc",
                 "model": self.endpoint.model, "version": self.version, "platform": self.platform,
-                "connections": self.channels, "max_in_flight": self.max_in_flight,
-                "binary": True, "tls": self.endpoint.tls, "timeout_ms": self.timeout_ms,
+                "connections": self.connections, "max_in_flight": self.max_in_flight,
+                "binary": self.binary, "tls": self.endpoint.tls, "timeout_ms": self.timeout_ms,
                 "samples_per_request": s.rows if s else self.batch,
                 "samples": s.count if s else self.samples, "seed": self.seed}
 
@@ -178,11 +184,27 @@ class GrpcSut:
             raise SutSpecError(f"{self.endpoint.url}: ca: {exc}") from None
         return grpc.ssl_channel_credentials(root_certificates=roots)
 
+    async def _warm(self, calls: list[Any]) -> None:
+        """A few rounds of calls on every channel (grpc's first calls take tens of ms); what
+        they answer does not matter, the run counts its own errors."""
+        assert self._samples is not None
+        payload = self._samples.single[0]
+        for _ in range(WARMUP_ROUNDS):
+            await asyncio.gather(*(call(payload, timeout=SETUP_TIMEOUT_S, metadata=self._metadata)
+                                   for call in calls), return_exceptions=True)
+
     def _request(self, tensors: list[InferTensor]) -> bytes:
         req = pb.ModelInferRequest(model_name=self.endpoint.model, model_version=self.version)
         for t in tensors:
-            req.inputs.add(name=t.name, datatype=t.datatype, shape=t.shape)
-            req.raw_input_contents.append(tensor_to_raw(t))
+            entry = req.inputs.add(name=t.name, datatype=t.datatype, shape=t.shape)
+            if self.binary:
+                req.raw_input_contents.append(tensor_to_raw(t))
+                continue
+            try:
+                field, values = tensor_to_contents(t)
+            except ProtocolError as exc:
+                raise SutError(f"{self.name}: binary=0: {exc}") from None
+            getattr(entry.contents, field).extend(values)
         return req.SerializeToString()
 
     async def _worker(self, call: Any) -> None:

@@ -209,7 +209,9 @@ class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
             await context.abort(grpc.StatusCode[server.behaviour.fail_code], "injected")
         try:
             t = request.inputs[0]
-            x = p.tensor_from_raw(t.name, t.datatype, t.shape, request.raw_input_contents[0])
+            x = p.tensor_from_raw(t.name, t.datatype, t.shape, request.raw_input_contents[0]) \
+                if request.raw_input_contents else p.tensor_from_contents(
+                    t.name, t.datatype, t.shape, getattr(t.contents, p.contents_field(t.datatype)))
         except (IndexError, p.ProtocolError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         resp = await server.compute(fault, x, t0)

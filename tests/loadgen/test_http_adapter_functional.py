@@ -22,18 +22,18 @@ from loadgen.errors import SutError, SutSpecError
 from loadgen.settings import load_settings
 from tests.loadgen.oip_echo import Behaviour, EchoServer, spawn
 
-SERVER = ["preset='dev'", "target_qps=500", "target_latency_ms=50", "min_duration_s=1",
-          "min_query_count=200", "max_issue_lag_ms=25"]
+SERVER = ["preset='dev'", "target_qps=500", "target_latency_ms=100", "warmup_s=0.5",
+          "min_duration_s=1", "min_query_count=200", "max_issue_lag_ms=25"]
 OFFLINE = ["preset='dev'", "scenario='Offline'", "target_qps=10000", "min_duration_s=1",
            "min_query_count=1"]
 COMPONENTS = {"network", "queue", "batch_formation", "compute", "server_total"}
 
 
 def run(sut: SystemUnderTest, overrides: list[str], during: Any = None) -> dict[str, Any]:
-    """One run on uvloop; `during(loop)` is called once the run is under way."""
+    """One run on uvloop; `during()` is called 0.8 s into it (after the 0.5 s warm-up)."""
     async def main() -> dict[str, Any]:
         if during is not None:
-            asyncio.get_running_loop().call_later(0.3, during)
+            asyncio.get_running_loop().call_later(0.8, during)
         return await run_async(load_settings(None, overrides), sut)
 
     return run_loop(asyncio.wait_for(main(), 60))
@@ -134,10 +134,10 @@ def test_json_bodies_token_and_multistream_functional() -> None:
 @pytest.mark.parametrize("status", [503, 429])
 def test_http_errors_counted_by_kind_functional(status: int) -> None:
     with spawn(fail_every=4, fail_status=status) as server:
-        result = run(HttpSut.from_spec(server.http()), SERVER)
+        result = run(HttpSut.from_spec(server.http()), [*SERVER, "warmup_s=0"])
     errors = result["errors_by_kind"]
     assert set(errors) == {f"http_{status}"} and not result["valid"]
-    assert abs(errors[f"http_{status}"] / (result["queries"] + result["errors"]) - 0.25) < 0.05
+    assert abs(result["errors"] / (result["queries"] + result["errors"]) - 0.25) < 0.05
     assert result["unfinished"] == 0
 
 
@@ -167,7 +167,7 @@ def test_server_killed_mid_run_functional() -> None:
     errors = result["errors_by_kind"]
     assert not result["valid"] and result["unfinished"] == 0 and elapsed < 6
     assert set(errors) <= {"connection_reset", "connect_error"} and errors.get("connect_error")
-    assert result["queries"] >= 50 and result["errors"] >= 400
+    assert result["queries"] >= 10 and result["errors"] >= 300
 
 
 @pytest.mark.functional

@@ -1,0 +1,146 @@
+"""The gRPC OIP adapter end to end through the engine, against the loopback echo server;
+and both remote adapters against the real `loadgen serve --model mlp`."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from loadgen.adapters.grpc import GrpcSut
+from loadgen.adapters.http import HttpSut
+from loadgen.adapters.registry import make_sut
+from loadgen.api import run_loop
+from loadgen.errors import SutError, SutSpecError
+from tests.loadgen.oip_echo import ROOT, spawn
+from tests.loadgen.test_http_adapter_functional import COMPONENTS, OFFLINE, SERVER, run
+
+
+def test_spec_and_options() -> None:
+    sut = make_sut("grpc://h/m?connections=2&max_in_flight=16&timeout_ms=50&binary=0&token=zz9")
+    assert isinstance(sut, GrpcSut)
+    info = sut.describe()
+    assert (info["connections"], info["max_in_flight"], info["timeout_ms"]) == (2, 16, 50)
+    assert (info["protocol"], info["endpoint"], info["binary"], info["tls"]) == (
+        "grpc", "grpc://h:8001/m", False, False)
+    assert "zz9" not in str(info)
+    assert make_sut("grpcs://h:1/m").describe()["tls"] is True
+    for spec, word in [("grpc://h:1/m?bogus=1", "bogus"), ("grpcs://h:1/m?insecure=1", "ca=FILE"),
+                       ("grpc://h:1/m?max_in_flight=0", "at least"),
+                       ("grpcs://h:1/m?ca=/no/such/file", "ca")]:
+        with pytest.raises(SutSpecError, match=word):
+            make_sut(spec)
+
+
+@pytest.fixture(scope="module")
+def echo() -> Any:
+    with spawn(sleep_ms=1) as server:
+        yield server
+
+
+@pytest.mark.functional
+def test_server_scenario_valid_with_components_functional(echo: Any) -> None:
+    result = run(GrpcSut.from_spec(echo.grpc()), SERVER)
+    assert result["valid"], result["reasons"]
+    assert COMPONENTS <= set(result["components_ns"])
+    assert result["components_ns"]["compute"]["p50"] >= 900_000
+    assert result["sut"]["protocol"] == "grpc" and result["errors"] == 0
+
+
+@pytest.mark.functional
+def test_offline_valid_in_batches_functional(echo: Any) -> None:
+    result = run(GrpcSut.from_spec(echo.grpc("max_in_flight=1&batch=8&connections=2")), OFFLINE)
+    assert result["valid"], result["reasons"]
+    assert result["samples"] == 11000 and set(result["batch_sizes"]) == {"8"}
+    assert COMPONENTS <= set(result["components_ns"])
+
+
+@pytest.mark.functional
+def test_typed_contents_token_and_multistream_functional() -> None:
+    with spawn(token="s3cret") as server:
+        ok = run(GrpcSut.from_spec(server.grpc("binary=0&token=s3cret")),
+                 [*SERVER, "scenario='MultiStream'", "min_query_count=50", "min_duration_s=0.3"])
+        assert ok["valid"], ok["reasons"]
+        assert ok["batch_sizes"] == {"8": ok["queries"]}
+        bad = run(GrpcSut.from_spec(server.grpc("token=wrong")), [*SERVER, "min_duration_s=0.3"])
+    assert set(bad["errors_by_kind"]) == {"grpc_UNAUTHENTICATED"} and not bad["valid"]
+
+
+@pytest.mark.functional
+@pytest.mark.parametrize("code", ["UNAVAILABLE", "RESOURCE_EXHAUSTED"])
+def test_grpc_errors_counted_by_kind_functional(code: str) -> None:
+    with spawn(fail_every=4, fail_code=code) as server:
+        result = run(GrpcSut.from_spec(server.grpc()), [*SERVER, "warmup_s=0"])
+    errors = result["errors_by_kind"]
+    assert set(errors) == {f"grpc_{code}"} and not result["valid"]
+    assert abs(result["errors"] / (result["queries"] + result["errors"]) - 0.25) < 0.05
+    assert result["unfinished"] == 0
+
+
+@pytest.mark.functional
+def test_query_timeout_functional() -> None:
+    with spawn(hang_every=20) as server:
+        result = run(GrpcSut.from_spec(server.grpc("timeout_ms=100")), SERVER)
+    assert set(result["errors_by_kind"]) == {"timeout"} and result["unfinished"] == 0
+    assert result["errors"] >= 10 and result["queries"] >= 400
+
+
+@pytest.mark.functional
+def test_server_killed_mid_run_functional() -> None:
+    with spawn(sleep_ms=1) as server:
+        started = time.monotonic()
+        result = run(GrpcSut.from_spec(server.grpc()), [*SERVER, "min_duration_s=1.5"],
+                     during=server.proc.kill)
+        elapsed = time.monotonic() - started
+    assert not result["valid"] and result["unfinished"] == 0 and elapsed < 6
+    assert set(result["errors_by_kind"]) == {"grpc_UNAVAILABLE"}
+    assert result["queries"] >= 10 and result["errors"] >= 300
+
+
+@pytest.mark.functional
+def test_start_fails_cleanly_functional() -> None:
+    async def start(spec: str) -> None:
+        await GrpcSut.from_spec(spec).start(None, None)  # type: ignore[arg-type]
+
+    with spawn() as server:
+        with pytest.raises(SutError, match="not ready"):
+            run_loop(start(server.grpc().replace("/echo", "/nope")))
+        spec = server.grpc()
+    with pytest.raises(SutError, match="UNAVAILABLE"):
+        run_loop(start(spec))
+
+
+def _line(proc: subprocess.Popen[str], timeout_s: float) -> str:
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout_s):
+            raise AssertionError("loadgen serve printed nothing in time")
+    return proc.stdout.readline().strip()
+
+
+@pytest.mark.functional
+def test_real_server_over_http_and_grpc_functional() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadgen.cli", "serve", "--http-port", "0", "--grpc-port", "0",
+         "--model", "mlp"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        banner = _line(proc, 120)
+        http, grpc = banner.split("http=")[1].split()[0], banner.split("grpc=")[1].split()[0]
+        assert _line(proc, 120) == "ready mlp"
+        for sut in (HttpSut.from_spec(f"http://{http}/mlp"), GrpcSut.from_spec(f"grpc://{grpc}/mlp")):
+            result = run(sut, [*SERVER, "target_qps=300", "target_latency_ms=200", "warmup_s=1",
+                               "min_duration_s=1.6", "min_query_count=460"])
+            assert result["valid"], (sut.name, result["reasons"], result["errors_by_kind"])
+            assert COMPONENTS <= set(result["components_ns"]) and result["batch_sizes"]
+    finally:
+        proc.kill()
+        proc.wait(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
