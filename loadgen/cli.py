@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from loadgen.analysis_cli import add_parsers as _add_analysis
 from loadgen.calibrate_cli import add_parser as _add_calibrate
+from loadgen.analysis_cli import add_parsers as _add_analysis
 from loadgen.errors import LoadgenError, SettingsError, SutSpecError
 from loadgen.serve_cli import add_parser as _add_serve
 
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loadgen", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
+    _add_analysis(sub)
     _add_analysis(sub)
     _add_calibrate(sub)
     _add_serve(sub)
