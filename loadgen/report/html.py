@@ -166,7 +166,8 @@ def _draws(kind: str, doc: Mapping[str, Any], root: Path) -> list[tuple[str, Any
     return draws
 
 
-def _summary(kind: str, doc: Mapping[str, Any]) -> str:
+def _summary(kind: str, doc: Mapping[str, Any]) -> tuple[str, str]:
+    """(what goes above the plots, what goes below them)."""
     if kind == "run":
         r = doc
         figures = {"valid": r["valid"], "queries": r["queries"], "errors": r["errors"],
@@ -178,7 +179,7 @@ def _summary(kind: str, doc: Mapping[str, Any]) -> str:
         parts = [_table([figures], list(figures))]
         parts += [f'<p class="bad">{html.escape(x)}</p>' for x in r["reasons"]]
         parts += [f'<p class="warn">{html.escape(x)}</p>' for x in r["warnings"]]
-        return "".join(parts)
+        return "".join(parts), ""
     from loadgen.report import tables
 
     if kind == "find-peak":
@@ -186,11 +187,12 @@ def _summary(kind: str, doc: Mapping[str, Any]) -> str:
         head = {"peak_qps": doc["peak_qps"], "bracket": doc["bracket"],
                 "confidence": doc["confidence"], "status": doc["status"],
                 "probes": len(doc["probes"]), "elapsed_s": doc["elapsed_s"]}
-        return _table([head], list(head)) + "<h2>Probes</h2>" + _table(
+        return _table([head], list(head)), "<h2>Probes</h2>" + _table(
             rows, [c for c in rows[0] if c != "dir"] if rows else [])
     rows = tables.sweep_rows(doc)
     keep = [c for c in (rows[0] if rows else {}) if not c.endswith(("_min", "_max"))]
-    return _table(rows, keep) + "<p>min and max of each metric are in sweep.csv</p>"
+    return "", ("<h2>Points</h2>" + _table(rows, keep)
+                + "<p>min and max of each metric are in sweep.csv</p>")
 
 
 def _headline(kind: str, doc: Mapping[str, Any]) -> list[str]:
@@ -211,9 +213,11 @@ def build_report(path: Path) -> Path:
     body = [f"<h1>{html.escape(lines[0])}</h1>"]
     body += [f"<p>{html.escape(line)}</p>" for line in lines[1:]]
     body.append(f"<p>{html.escape(kind)} report of <code>{html.escape(str(root))}</code></p>")
-    body.append(_summary(kind, doc))
+    above, below = _summary(kind, doc)
+    body.append(above)
     for title, draw in _draws(kind, doc, root):
         body.append(f"<h2>{html.escape(title.capitalize())}</h2>{_img(plots.png(draw), title)}")
+    body.append(below)
     page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(lines[0])}</title><style>{_CSS}</style></head>"
             f"<body>{''.join(body)}</body></html>\n")
