@@ -1,0 +1,227 @@
+"""find-peak: the pure step as tables, the driver on a fake SUT (resume, budget), and the
+whole search on the M/D/1 simulator against the analytic maximum rate.
+
+The sim case: service 200 us, SLO p99 <= 2 ms. The analytic maximum is the rate at
+which the M/D/1 p99 sojourn equals 2 ms (3867 QPS). Each probe has 10,000 queries, and
+MLPerf's early stopping then passes a run only while at most 77 (0.77%) go over, which
+moves the boundary the search can see about 1.5% below the analytic one; the harness's
+own issue lag lowers it a little more. So the bracket must reach the analytic maximum
+from below within 5%, and the answer lie within 5% of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from loadgen.errors import ResultError, SettingsError
+from loadgen.record import encode, new_histogram, record_array
+from loadgen.search import Bracket, SearchConfig, Trial, bracket, confidence, find_peak, next_step
+from loadgen.settings import TestSettings as Settings
+from loadgen.settings import load_settings
+from tests.loadgen import queueing
+
+CFG = SearchConfig(start_qps=100, min_qps=10, max_qps=10_000, growth=2, tolerance=0.05,
+                   repeats=2)
+
+
+def T(qps: float, passed: bool, ratio: float | None = None, harness: bool = False) -> Trial:
+    return Trial(qps, passed, ratio, harness)
+
+
+@pytest.mark.parametrize(("trials", "expected", "status"), [
+    ([], 100, "bracketing"),
+    ([T(100, True)], 200, "bracketing"),
+    ([T(100, True), T(200, True)], 400, "bracketing"),
+    ([T(100, False)], 50, "bracketing"),
+    ([T(100, False), T(50, False)], 25, "bracketing"),
+    ([T(100, True), T(6400, True)], 10_000, "bracketing"),  # capped at max_qps
+    # no margins: bisection
+    ([T(100, True), T(200, False)], 150, "narrowing"),
+    # margins straddle 1: interpolate on SLO/latency (1/0.5=2 at 100, 1/2=0.5 at 200) -> 166.7
+    ([T(100, True, 0.5), T(200, False, 2.0)], 166.7, "narrowing"),
+    # interpolation clamped into the middle 80% of the bracket
+    ([T(100, True, 0.99), T(200, False, 50.0)], 110, "narrowing"),
+    ([T(100, True, 0.1), T(200, False, 1.01)], 190, "narrowing"),
+    # margins that do not straddle 1 (a failure for errors): bisection
+    ([T(100, True, 0.5), T(200, False, 0.6)], 150, "narrowing"),
+    # narrow enough (4% < 5%): repeat the low end, then the high end
+    ([T(100, True), T(104, False)], 100, "repeating"),
+    ([T(100, True), T(104, False), T(100, True)], 104, "repeating"),
+    # a failed repeat at the low end moves the bracket down: [50, 100]
+    ([T(50, True), T(100, True), T(104, False), T(100, False)], 75, "narrowing"),
+    # a pass above a failing rate is ignored (the failing rate stays the top)
+    ([T(100, True), T(104, False), T(104, True), T(100, True), T(120, True)], None, "converged"),
+    # harness-limited probes are retried, then count as failing
+    ([T(100, False, harness=True)], 100, "bracketing"),
+    ([T(100, False, harness=True)] * 2, 50, "bracketing"),
+    ([T(100, True), T(200, False, 3.0, harness=True)], 200, "bracketing"),
+    ([T(100, True), T(200, False, 3.0, harness=True), T(200, True)], 400, "bracketing"),
+])
+def test_next_step_table(trials: list[Trial], expected: float | None, status: str) -> None:
+    step = next_step(trials, CFG)
+    assert (step.next_qps, step.status) == (expected, status)
+    assert step.done == (expected is None)
+
+
+@pytest.mark.parametrize(("trials", "status"), [
+    ([T(10, False)], "floor"),
+    ([T(10_000, True)], "ceiling"),
+    ([T(100, True), T(101, False), T(100, True), T(101, False)], "converged"),
+    ([T(100, True)] * 40, "max_probes"),
+])
+def test_next_step_stops(trials: list[Trial], status: str) -> None:
+    step = next_step(trials, CFG)
+    assert step.done and step.status == status and step.next_qps is None
+
+
+def test_bracket_and_confidence() -> None:
+    trials = [T(100, True, 0.8), T(100, True, 0.9), T(104, False, 1.2), T(104, False, 1.1)]
+    b = bracket(trials)
+    assert b == Bracket(100, 104, 2, 2, 2, 0.9, 1.1, False)
+    assert confidence(b) == pytest.approx(0.5)
+    assert confidence(bracket([T(100, True)])) is None
+    assert bracket([T(100, True), T(200, False, harness=True)] * 2).harness_high
+
+
+# -- the driver, on a fake SUT whose p99 / SLO is rate / capacity ----------------------
+
+
+def fake_result(settings: Settings, ratio: float, valid: bool,
+                reasons: list[str] | None = None) -> dict[str, Any]:
+    """A result document with the fields reports and find-peak read; its histogram puts
+    98% of queries at p99 / 4 and 2% at p99."""
+    p99 = int(ratio * settings.target_latency_ms * 1e6)
+    hist = new_histogram()
+    record_array(hist, np.array([p99 // 4] * 980 + [p99] * 20, dtype=np.int64))
+    summary = {"p50": p99 // 4, "p90": p99 // 2, "p95": p99 // 2, "p99": p99, "p999": p99 * 2,
+               "mean": p99 // 3, "min": 1000, "max": p99 * 3, "count": 1000}
+    qps = settings.target_qps
+    return {
+        "schema_version": 1, "scenario": str(settings.scenario), "mode": "performance",
+        "valid": valid, "reasons": reasons or ([] if valid else ["latency over the SLO"]),
+        "warnings": [], "headline": {"name": "scheduled_qps", "value": qps},
+        "settings": json.loads(json.dumps(settings.as_dict())),
+        "seeds": {"qsl": settings.qsl_rng_seed, "sample_index": settings.sample_index_rng_seed,
+                  "schedule": settings.schedule_rng_seed},
+        "sut": {"sut": "sim", "service": "const", "service_mean_ns": 200_000, "servers": 1},
+        "environment": {"packages": {"numpy": "2"}, "python": "3.11"},
+        "queries": 1000, "samples": 1000, "errors": 0, "duration_s": 1000 / qps,
+        "qps_scheduled": qps, "qps_completed": qps, "samples_per_s": qps,
+        "goodput_qps": qps if valid else qps / 2, "overlatency": 0 if valid else 100,
+        "latency_ns": summary, "query_latency_ns": summary, "early_stopping": {},
+        "components_ns": {}, "batch_sizes": {}, "histograms": {"query_latency_ns": encode(hist)},
+    }
+
+
+class FakeSut:
+    """A runner: p99 / SLO = rate / capacity; writes result.json like run_test."""
+
+    def __init__(self, capacity: float = 1000.0, fail_after: int | None = None,
+                 harness_at: float | None = None) -> None:
+        self.capacity, self.fail_after, self.harness_at = capacity, fail_after, harness_at
+        self.calls: list[float] = []
+
+    def __call__(self, settings: Settings, spec: str, run_dir: Path) -> dict[str, Any]:
+        if self.fail_after is not None and len(self.calls) >= self.fail_after:
+            raise RuntimeError("interrupted")
+        self.calls.append(settings.target_qps)
+        ratio = settings.target_qps / self.capacity
+        harness = self.harness_at is not None and settings.target_qps >= self.harness_at
+        reasons = ["p99 issue lag 9 ms exceeds max_issue_lag_ms 2"] if harness else None
+        result = fake_result(settings, ratio, ratio <= 1 and not harness, reasons)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "result.json").write_text(json.dumps(result))
+        return result
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return load_settings(None, ["preset='dev'", "target_latency_ms=2", "target_qps=100"])
+
+
+def test_find_peak_on_fake(settings: Settings, tmp_path: Path) -> None:
+    sut = FakeSut(capacity=1000)
+    doc = find_peak(settings, "sim:", tmp_path, CFG, runner=sut)
+    low, high = doc["bracket"]
+    assert doc["status"] == "converged"
+    assert low <= 1000 < high and (high - low) / high <= CFG.tolerance
+    assert doc["peak_qps"] == low and doc["confidence"] == pytest.approx(0.5)
+    assert sum(p["target_qps"] == low for p in doc["probes"]) == 2
+    assert "QPS at p99 <= 2 ms" in doc["headline"]
+    assert {"target_qps", "valid", "latency_ns", "slo_ratio"} <= set(doc["probes"][0])
+    saved = json.loads((tmp_path / "peak.json").read_text())
+    assert saved["peak_qps"] == low and len(saved["probes"]) == len(sut.calls)
+    assert (tmp_path / "probes.csv").read_text().count("\n") == len(sut.calls) + 1
+    seeds = [p["schedule_rng_seed"] for p in doc["probes"] if p["target_qps"] == low]
+    assert len(set(seeds)) == 2  # repeated trials draw different schedules
+
+
+def test_find_peak_resumes_from_its_journal(settings: Settings, tmp_path: Path) -> None:
+    whole = find_peak(settings, "sim:", tmp_path / "whole", CFG, runner=FakeSut())
+    crashing = FakeSut(fail_after=3)
+    with pytest.raises(RuntimeError):
+        find_peak(settings, "sim:", tmp_path / "resumed", CFG, runner=crashing)
+    rest = FakeSut()
+    resumed = find_peak(settings, "sim:", tmp_path / "resumed", CFG, runner=rest)
+    assert len(rest.calls) == len(whole["probes"]) - 3
+    assert [p["target_qps"] for p in resumed["probes"]] == \
+        [p["target_qps"] for p in whole["probes"]]
+    again = FakeSut()
+    assert find_peak(settings, "sim:", tmp_path / "resumed", CFG, runner=again)["bracket"] == \
+        whole["bracket"]
+    assert again.calls == []
+    with pytest.raises(ResultError):  # another search's directory
+        find_peak(settings, "sim:servers=2", tmp_path / "resumed", CFG, runner=FakeSut())
+
+
+def test_find_peak_budget_and_harness(settings: Settings, tmp_path: Path) -> None:
+    sut = FakeSut()
+    doc = find_peak(settings, "sim:", tmp_path / "b", CFG, budget_s=1e-9, runner=sut)
+    assert doc["status"] == "budget" and sut.calls == [] and doc["peak_qps"] == 0
+    limited = find_peak(settings, "sim:", tmp_path / "h", CFG, runner=FakeSut(harness_at=700))
+    assert limited["harness_high"] and limited["bracket"][1] <= 700 * 1.05
+    assert "fell behind" in limited["headline"]
+    with pytest.raises(SettingsError):
+        find_peak(settings, "sim:", tmp_path / "x", SearchConfig(start_qps=0), runner=sut)
+
+
+# -- the simulator against queueing theory --------------------------------------------
+
+SERVICE_S, SLO_S = 200e-6, 2e-3
+
+
+def analytic_max_rate() -> float:
+    """The rate at which the M/D/1 p99 sojourn equals the SLO, by bisection."""
+    lo, hi = 1.0, 0.99 / SERVICE_S
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        if queueing.md1_sojourn_quantile(0.99, mid, SERVICE_S) < SLO_S:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def test_analytic_reference() -> None:
+    assert analytic_max_rate() == pytest.approx(3867, rel=0.002)
+
+
+def test_find_peak_matches_md1_theory(tmp_path: Path) -> None:
+    analytic = analytic_max_rate()
+    settings = load_settings(None, [
+        "preset='dev'", f"target_latency_ms={SLO_S * 1e3}", "min_duration_s=0",
+        "warmup_s=0.2", "max_issue_lag_ms=1"])
+    cfg = SearchConfig(start_qps=round(0.6 * analytic), tolerance=0.03, repeats=2,
+                       min_queries=10_000)
+    doc = find_peak(settings, f"sim:service=const:{SERVICE_S * 1e6:g}us,servers=1",
+                    tmp_path, cfg, budget_s=120)
+    low, high = doc["bracket"]
+    assert doc["status"] == "converged", doc["headline"]
+    assert low <= analytic and high >= 0.95 * analytic, (doc["bracket"], analytic)
+    assert math.isclose(doc["peak_qps"], analytic, rel_tol=0.05), (doc["peak_qps"], analytic)
