@@ -4,10 +4,13 @@ The search is a pure function of the probes so far (`next_step`):
 
 1. Bracket: start at `start_qps`; multiply by `growth` while every probe passes,
    divide while every probe fails, until a passing rate lies below a failing one.
-2. Narrow: interpolate on the SLO headroom (SLO / latency at the SLO percentile,
-   which falls about linearly in the rate for a queue: exact for M/M/1) to where it
-   is 1, clamped into the middle 80% of the bracket; the midpoint when the two ends'
-   headrooms do not straddle 1 (a failure for errors, say). Stop narrowing when
+2. Narrow: estimate the peak by interpolating the SLO headroom (SLO / latency at
+   the SLO percentile, about linear in the rate for a queue: exact for M/M/1) to 1,
+   and probe just below the estimate (by tolerance/2), or just above it once the low
+   end is already there, so that a good estimate closes the bracket in two probes;
+   kept inside the middle 80% of the bracket. Bisect instead when the two ends'
+   headrooms do not straddle 1 (a failure for errors, say) or when the last two
+   probes went the same way (the estimate is biased). Stop narrowing when
    (high - low) / high <= tolerance.
 3. Repeat: probe each end again until each has `repeats` trials. A rate with any
    failing trial fails (never best-of-N), so a failed repeat at the low end moves
@@ -155,14 +158,17 @@ def confidence(b: Bracket) -> float | None:
     return max(0.0, 1.0 - 0.5**b.low_trials - 0.5**b.high_failures)
 
 
-def _narrow(b: Bracket) -> float:
+def _narrow(b: Bracket, tolerance: float, bisect: bool) -> float:
     assert b.low is not None and b.high is not None
     width = b.high - b.low
-    guess = b.low + width / 2
-    if b.low_ratio and b.high_ratio and b.low_ratio <= 1.0 < b.high_ratio:
-        room_low, room_high = 1 / b.low_ratio, 1 / b.high_ratio
-        guess = b.low + width * (room_low - 1) / (room_low - room_high)
-    return min(max(guess, b.low + _CLAMP * width), b.high - _CLAMP * width)
+    lowest, highest = b.low + _CLAMP * width, b.high - _CLAMP * width
+    if bisect or not (b.low_ratio and b.high_ratio and b.low_ratio <= 1.0 < b.high_ratio):
+        return b.low + width / 2
+    room_low, room_high = 1 / b.low_ratio, 1 / b.high_ratio
+    estimate = b.low + width * (room_low - 1) / (room_low - room_high)
+    below = estimate * (1 - tolerance / 2)
+    target = below if below > lowest else estimate * (1 + tolerance / 2)
+    return min(max(target, lowest), highest)
 
 
 def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> Step:
@@ -186,7 +192,8 @@ def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> Step:
             return Step(b, None, True, "floor")
         return go(max(b.high / cfg.growth, cfg.min_qps), "bracketing")
     if (b.high - b.low) / b.high > cfg.tolerance:
-        nxt = round_rate(_narrow(b))
+        counted = [t.passed for t in trials if not t.harness]
+        nxt = round_rate(_narrow(b, cfg.tolerance, counted[-2:] in ([True] * 2, [False] * 2)))
         if b.low < nxt < b.high:
             return go(nxt, "narrowing")
     if b.low_trials < cfg.repeats:
@@ -204,11 +211,11 @@ def probe_record(result: Mapping[str, Any], index: int, trial: int, run_dir: str
     at_p = float(result["query_latency_ns"].get(f"p{p:g}".replace(".", ""), 0) or 0)
     if "query_latency_ns" in result.get("histograms", {}):
         at_p = float(percentile_ns(decode(result["histograms"]["query_latency_ns"]), p))
-    reasons = list(result["reasons"])
+    lag_ns = float(result.get("issue_lag_ns", {}).get("p99", 0))
     return {
         "index": index, "target_qps": round_rate(float(settings["target_qps"])), "trial": trial,
-        "dir": run_dir, "passed": bool(result["valid"]), "valid": bool(result["valid"]),
-        "reasons": reasons, "harness_limited": any("issue lag" in r for r in reasons),
+        "dir": run_dir, "valid": bool(result["valid"]), "reasons": list(result["reasons"]),
+        "harness_limited": lag_ns > float(settings["max_issue_lag_ms"]) * 1e6,
         "slo_ratio": at_p / (slo_ms * 1e6) if slo_ms and at_p else None,
         "latency_at_slo_percentile_ns": int(at_p),
         "qps_scheduled": result["qps_scheduled"], "qps_completed": result["qps_completed"],
@@ -221,7 +228,7 @@ def probe_record(result: Mapping[str, Any], index: int, trial: int, run_dir: str
 
 
 def _trial(probe: Mapping[str, Any]) -> Trial:
-    return Trial(float(probe["target_qps"]), bool(probe["passed"]), probe.get("slo_ratio"),
+    return Trial(float(probe["target_qps"]), bool(probe["valid"]), probe.get("slo_ratio"),
                  bool(probe["harness_limited"]))
 
 
@@ -267,7 +274,7 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
         probes.append(probe)
         if log:
             outcome = "harness-limited" if probe["harness_limited"] else (
-                "passed" if probe["passed"] else "failed")
+                "passed" if probe["valid"] else "failed")
             ratio = f", p/SLO {probe['slo_ratio']:.3f}" if probe["slo_ratio"] else ""
             log(f"probe {probe['index']} ({step.status}): {qps:g} QPS "
                 f"trial {probe['trial']} {outcome}{ratio}")

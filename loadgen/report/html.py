@@ -78,7 +78,7 @@ def _search_points(doc: Mapping[str, Any]) -> list[Any]:
     from loadgen.report.plots import LoadPoint
 
     return [LoadPoint(float(p["target_qps"]), p["latency_ns"], float(p["qps_completed"]),
-                      float(p["goodput_qps"]), bool(p["passed"])) for p in doc["probes"]]
+                      float(p["goodput_qps"]), bool(p["valid"])) for p in doc["probes"]]
 
 
 def _sweep_axis(doc: Mapping[str, Any]) -> str:

@@ -5,7 +5,7 @@ sweep.csv: one row per point: `point`, each swept key, `launches`, `valid_launch
 metric of `loadgen.sweep.METRICS` (latencies in ns; CV empty with one launch).
 
 probes.csv (find-peak): one row per probe: `index`, `target_qps`, `trial`,
-`passed`, `valid`, `slo_ratio`, `qps_scheduled`, `qps_completed`, `goodput_qps`,
+`valid`, `harness_limited`, `slo_ratio`, `qps_scheduled`, `qps_completed`, `goodput_qps`,
 `queries`, `overlatency`, `duration_s`, `wall_s`, `p50_ns`, `p99_ns`, `p999_ns`, `dir`,
 `reasons` (joined with ' | ').
 """
@@ -22,8 +22,9 @@ from typing import Any
 
 __all__ = ["PROBE_COLUMNS", "csv_text", "search_rows", "sweep_rows", "write_csv", "write_json"]
 
-PROBE_COLUMNS = ("index", "target_qps", "trial", "passed", "valid", "slo_ratio", "qps_scheduled",
-                 "qps_completed", "goodput_qps", "queries", "overlatency", "duration_s", "wall_s")
+PROBE_COLUMNS = ("index", "target_qps", "trial", "valid", "harness_limited", "slo_ratio",
+                 "qps_scheduled", "qps_completed", "goodput_qps", "queries", "overlatency",
+                 "duration_s", "wall_s")
 
 
 def _atomic(path: Path, text: str) -> Path:
