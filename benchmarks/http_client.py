@@ -87,8 +87,9 @@ def serve(sock: socket.socket) -> None:
     uvloop.run(main())
 
 
-def loadgen_offline(url: str, connections: int, duration: int) -> float:
-    settings = load_settings(None, ["preset='dev'", "scenario='Offline'", "target_qps=200000",
+def loadgen_offline(url: str, connections: int, duration: int, rate: float) -> float:
+    """Offline sized to take about `duration` s at `rate` samples/s."""
+    settings = load_settings(None, ["preset='dev'", "scenario='Offline'", f"target_qps={rate}",
                                     f"min_duration_s={duration}", "min_query_count=1"])
     sut = HttpSut.from_spec(f"{url}?connections={connections}&batch=1")
     return float(run_loop(run_async(settings, sut))["samples_per_s"])
@@ -114,9 +115,10 @@ def wrk(url: str, connections: int, duration: int, request: bytes) -> float | No
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write("\n".join(script))
     try:
+        target = url.replace(f"/{MODEL}", f"/v2/models/{MODEL}/infer")
         out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "-s", f.name,
-                              f"{url}/infer".replace(f"/{MODEL}/", f"/v2/models/{MODEL}/")],
-                             capture_output=True, text=True, timeout=duration + 30, check=False).stdout
+                              target], capture_output=True, text=True, timeout=duration + 30,
+                             check=False).stdout
     finally:
         os.unlink(f.name)
     match = re.search(r"Requests/sec:\s*([\d.]+)", out)
@@ -200,8 +202,8 @@ def main() -> None:
         c, d = args.connections, args.duration
         print(f"server: {args.server_procs} process(es); {c} connections; {d:g} s per tool; "
               f"{os.cpu_count()} CPUs")
-        offline = loadgen_offline(url, c, d)
         closed = loadgen_closed(url, c, d)
+        offline = loadgen_offline(url, c, d, closed)
         wrk_rps = wrk(url, c, d, request)
         locust_rps = locust(host, c, d, request)
     finally:

@@ -2,11 +2,12 @@
 
     SCHEME://HOST[:PORT]/MODEL[?key=value&...]
 
-`parse_spec` splits a spec into an `Endpoint` and checks every option key against the
-adapter's own list (an unknown key is a `SutSpecError` naming it). `synthetic_inputs` makes
-deterministic seeded data matching the model metadata; `Pending` is the local FIFO in front
-of the connections (a query of many requests yields them lazily, as `Job` parts);
-`server_components` joins the client's service latency with the server's reported timings.
+`Endpoint.parse` splits a spec and checks every option key against the adapter's own list
+(an unknown key is a `SutSpecError` naming it). `Samples` holds deterministic seeded data
+matching the model metadata and the pre-built payload of every single-sample query;
+`Pending` is the local FIFO in front of the connections (a query of many requests yields
+them lazily, as `Job` parts); `add_network` joins the client's service latency with the
+server's reported `server_total`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from loadgen.errors import SutError, SutSpecError
 from loadgen.protocol import TIMING_PARAMETERS, InferTensor, numpy_dtype
 
 __all__ = ["COMMON_KEYS", "SAMPLE_BYTES_BUDGET", "TIMING_NAMES", "Endpoint", "Job", "Pending",
-           "Samples", "Tag", "TensorSpec", "add_network", "metadata_inputs", "report_done", "report_failed",
-           "sample_count", "synthetic_inputs", "tls_context"]
+           "Samples", "Tag", "TensorSpec", "add_network", "metadata_inputs", "report_done",
+           "report_failed", "sample_count", "synthetic_inputs", "tls_context"]
 
 COMMON_KEYS = ("max_in_flight", "timeout_ms", "token", "tls", "ca", "version", "samples", "seed",
                "batch")

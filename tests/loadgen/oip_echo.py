@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 from aiohttp import web
 
 from loadgen import protocol as p
@@ -100,7 +100,8 @@ class EchoServer:
         self.http_port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock, ssl_context=self.ssl).start()
         self._grpc = grpc.aio.server()
-        pb_grpc.add_GRPCInferenceServiceServicer_to_server(_Servicer(self), self._grpc)
+        pb_grpc.add_GRPCInferenceServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            _Servicer(self), self._grpc)
         self.grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
         await self._grpc.start()
         return self.http_port, self.grpc_port

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from loadgen.adapters.base import SystemUnderTest
 from loadgen.adapters.grpc import GrpcSut
 from loadgen.adapters.http import HttpSut
 from loadgen.adapters.registry import make_sut
@@ -134,7 +135,9 @@ def test_real_server_over_http_and_grpc_functional() -> None:
         banner = _line(proc, 120)
         http, grpc = banner.split("http=")[1].split()[0], banner.split("grpc=")[1].split()[0]
         assert _line(proc, 120) == "ready mlp"
-        for sut in (HttpSut.from_spec(f"http://{http}/mlp"), GrpcSut.from_spec(f"grpc://{grpc}/mlp")):
+        suts: tuple[SystemUnderTest, ...] = (HttpSut.from_spec(f"http://{http}/mlp"),
+                                             GrpcSut.from_spec(f"grpc://{grpc}/mlp"))
+        for sut in suts:
             result = run(sut, [*SERVER, "target_qps=300", "target_latency_ms=200", "warmup_s=1",
                                "min_duration_s=1.6", "min_query_count=460"])
             assert result["valid"], (sut.name, result["reasons"], result["errors_by_kind"])

@@ -6,6 +6,7 @@ import asyncio
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,12 @@ def test_timings_template_agrees_with_scan() -> None:
 
 def test_pending_yields_job_parts_lazily() -> None:
     encoded: list[list[int]] = []
-    job = Job(7, np.arange(5), 2, lambda rows: encoded.append(list(rows)) or len(encoded))
+
+    def encode(rows: Sequence[int]) -> int:
+        encoded.append(list(rows))
+        return len(encoded)
+
+    job = Job(7, np.arange(5), 2, encode)
     pending: Pending[int] = Pending()
     pending.put(1, 100)
     pending.put_job(job)
