@@ -1,7 +1,10 @@
 """A real Prometheus scrapes a loadgen run (and a `loadgen serve` SUT) and agrees with result.json.
 
 Prometheus (Debian package `prometheus`) runs on loopback with a temporary config (1 s
-scrapes) and storage; every process started here is stopped by its pid. Tolerances:
+scrapes) and storage; every process started here is stopped by its pid. Other test runs
+may share the machine: Prometheus answers only under a random path prefix, the SUT binds
+port 0 and says which port it got, and run ids are random, so no run reads another's data.
+Tolerances:
 `histogram_quantile` interpolates inside one of the exporter's buckets (`BUCKETS_S`,
 adjacent bounds at most 1.28x apart), so its p50/p99 are within that ratio of the HDR
 figures in result.json; counters are compared exactly once the final values are scraped;
@@ -13,11 +16,15 @@ import itertools
 import json
 import math
 import os
+import queue
+import re
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -96,6 +103,7 @@ class _Prometheus:
 def _prometheus(tmp_path, targets):
     """A Prometheus on loopback scraping `targets` ({job: 'host:port'}) every second."""
     port = _free_port()
+    url = f"http://127.0.0.1:{port}/{secrets.token_hex(6)}"  # a port taken meanwhile 404s
     config = tmp_path / "prometheus.yml"  # JSON is YAML
     config.write_text(json.dumps({
         "global": {"scrape_interval": f"{SCRAPE_S}s", "scrape_timeout": f"{SCRAPE_S}s"},
@@ -105,10 +113,11 @@ def _prometheus(tmp_path, targets):
     log = (tmp_path / "prometheus.log").open("wb")
     proc = subprocess.Popen([PROMETHEUS, f"--config.file={config}",
                              f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                             f"--web.listen-address=127.0.0.1:{port}",
+                             f"--web.external-url={url}", "--log.level=warn"],
                             stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
-        prom = _Prometheus(f"http://127.0.0.1:{port}", proc)
+        prom = _Prometheus(url, proc)
         deadline = time.monotonic() + 30
         while True:
             assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()
@@ -135,8 +144,9 @@ def _assert_same_bucket_resolution(estimate_s, hdr_ns):
 
 
 def test_prometheus_agrees_with_the_result_of_a_sim_run(tmp_path):
-    exporter = PrometheusExporter(listen="127.0.0.1:0", run_id="functional-sim")
-    sel = '{run_id="functional-sim"}'
+    run_id = f"functional-sim-{secrets.token_hex(4)}"
+    exporter = PrometheusExporter(listen="127.0.0.1:0", run_id=run_id)
+    sel = f'{{run_id="{run_id}"}}'
     with exporter, _prometheus(tmp_path, {"loadgen": f"127.0.0.1:{exporter.port}"}) as prom:
         started = time.time()
         run_test(_settings("target_qps=1000", "target_latency_ms=10", "min_duration_s=12"),
@@ -161,35 +171,49 @@ def test_prometheus_agrees_with_the_result_of_a_sim_run(tmp_path):
 
 
 @contextlib.contextmanager
-def _serve(tmp_path, model, http_port):
-    """`loadgen serve` on loopback, ready to answer; stopped by pid (SIGTERM drains)."""
-    log = (tmp_path / "serve.log").open("wb")
+def _serve(model):
+    """`loadgen serve` on loopback ports of its choosing; yields its HTTP port once ready.
+
+    Stopped by pid (SIGTERM drains).
+    """
     proc = subprocess.Popen([sys.executable, "-m", "loadgen.cli", "serve", "--model", model,
-                             "--http-port", str(http_port), "--grpc-port", "0"],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[1])
+                             "--http-port", "0", "--grpc-port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).parents[1])
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read():
+        for line in proc.stdout:
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
-            with contextlib.suppress(OSError):
-                if _get(f"http://127.0.0.1:{http_port}/v2/health/ready", timeout=1)[0] == 200:
-                    break
-            assert time.monotonic() < deadline, "loadgen serve not ready in 120 s"
-            time.sleep(0.2)
-        yield proc
+        deadline, port, seen = time.monotonic() + 120, None, []
+        while not (seen and seen[-1].startswith("ready ")):
+            try:
+                seen.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                assert proc.poll() is None, f"loadgen serve exited: {seen}"
+                assert time.monotonic() < deadline, f"loadgen serve not ready in 120 s: {seen}"
+                continue
+            if match := re.match(r"serving \S+ http=[^ ]*:(\d+) ", seen[-1]):
+                port = int(match.group(1))
+        assert port is not None, seen
+        yield port
     finally:
         _stop(proc, signal.SIGTERM, grace_s=30)
-        log.close()
+        reader.join(timeout=5)
+        proc.stdout.close()
 
 
 def test_prometheus_scrapes_the_sut_server_and_loadgen_together(tmp_path):
-    http_port = _free_port()
-    sut = make_sut(f"http://127.0.0.1:{http_port}/mlp")
-    exporter = PrometheusExporter(listen="127.0.0.1:0", run_id="functional-http")
-    sel = '{run_id="functional-http"}'
-    with _serve(tmp_path, "mlp", http_port), exporter, _prometheus(
+    run_id = f"functional-http-{secrets.token_hex(4)}"
+    exporter = PrometheusExporter(listen="127.0.0.1:0", run_id=run_id)
+    sel = f'{{run_id="{run_id}"}}'
+    with _serve("mlp") as http_port, exporter, _prometheus(
             tmp_path, {"loadgen": f"127.0.0.1:{exporter.port}", "sut": f"127.0.0.1:{http_port}"},
     ) as prom:
+        sut = make_sut(f"http://127.0.0.1:{http_port}/mlp")
         result = run_test(_settings("target_qps=300", "target_latency_ms=100",
                                     "min_duration_s=8"), sut, monitors=[exporter])
         assert result["errors"] == 0, result["errors_by_kind"]
