@@ -8,9 +8,10 @@ ModelInferResponse, in a child process) is driven with `--concurrency` calls in 
 * a minimal grpc.aio client: that many coroutines, each awaiting `stub.ModelInfer(request)`
   in a loop with the same request.
 
-It prints calls/s and the ratios; no pass/fail.
+Each client runs `--rounds` times, interleaved; it prints the median calls/s with the range,
+and the ratios of the medians to the minimal loop; no pass/fail.
 
-    .venv/bin/python benchmarks/grpc_client.py [--concurrency 64] [--duration 4]
+    .venv/bin/python benchmarks/grpc_client.py [--concurrency 64] [--duration 3] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import statistics
 import time
 from typing import Any
 
@@ -111,28 +113,36 @@ async def minimal(target: str, concurrency: int, duration: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--duration", type=int, default=4)
+    parser.add_argument("--duration", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     ctx = multiprocessing.get_context("spawn")
     ports: multiprocessing.Queue[int] = ctx.Queue()
     proc = ctx.Process(target=serve, args=(ports,), daemon=True)
     proc.start()
+    rounds: dict[str, list[float]] = {"base": [], "offline": [], "closed": []}
     try:
         port = ports.get(timeout=30)
         target, c, d = f"127.0.0.1:{port}", args.concurrency, args.duration
         spec = f"grpc://{target}/{MODEL}"
         print(f"server: 1 grpc.aio process; {c} calls in flight; {d} s per client; "
-              f"{os.cpu_count()} CPUs")
-        base = run_loop(minimal(target, c, d))
-        offline = loadgen_offline(spec, c, d, base)
-        closed = loadgen_closed(spec, c, d)
+              f"{args.rounds} rounds, clients interleaved; {os.cpu_count()} CPUs; "
+              f"load average {os.getloadavg()[0]:.1f}")
+        for _ in range(args.rounds):
+            base = run_loop(minimal(target, c, d))
+            rounds["base"].append(base)
+            rounds["offline"].append(loadgen_offline(spec, c, d, base))
+            rounds["closed"].append(loadgen_closed(spec, c, d))
     finally:
         proc.terminate()
         proc.join(5)
-    print(f"minimal grpc.aio loop                  {base:9.0f} calls/s")
-    print(f"loadgen Offline (adapter throughput)   {offline:9.0f} calls/s   {offline / base:.2f}x")
-    print(f"loadgen Server closed loop, c={c:<4d}    {closed:9.0f} calls/s   {closed / base:.2f}x")
-
+    median = {name: statistics.median(values) for name, values in rounds.items()}
+    for name, label in (("base", "minimal grpc.aio loop"),
+                        ("offline", "loadgen Offline (adapter throughput)"),
+                        ("closed", f"loadgen Server closed loop, c={c}")):
+        values = rounds[name]
+        print(f"{label:38s} {median[name]:8.0f} calls/s  ({min(values):.0f}-{max(values):.0f})"
+              f"  {median[name] / median['base']:.2f}x")
 
 if __name__ == "__main__":
     main()

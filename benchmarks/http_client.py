@@ -10,9 +10,10 @@ number of keep-alive connections by:
 * wrk (one thread, the adapter's exact request bytes), if installed;
 * Locust's FastHttpUser (headless, `connections` users, no wait), if installed.
 
-It prints requests/s and the ratios; no pass/fail.
+Each tool runs `--rounds` times, interleaved; it prints the median requests/s with the range,
+and the ratios of the medians; no pass/fail.
 
-    .venv/bin/python benchmarks/http_client.py [--connections 64] [--duration 4]
+    .venv/bin/python benchmarks/http_client.py [--connections 64] [--duration 3] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -126,8 +128,8 @@ def wrk(url: str, connections: int, duration: int, request: bytes) -> float | No
 
 
 LOCUSTFILE = """
-from locust import constant
-from locust.contrib.fasthttp import FastHttpUser, task
+from locust import constant, task
+from locust.contrib.fasthttp import FastHttpUser
 
 BODY = {body!r}
 HEADERS = {headers!r}
@@ -185,8 +187,9 @@ async def sample_request(url: str) -> bytes:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--duration", type=int, default=4)
+    parser.add_argument("--duration", type=int, default=3)
     parser.add_argument("--server-procs", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     sock = socket.create_server(("127.0.0.1", 0), reuse_port=True)
     host = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -196,29 +199,44 @@ def main() -> None:
              for _ in range(args.server_procs)]
     for proc in procs:
         proc.start()
+    rounds: dict[str, list[float]] = {}
     try:
         time.sleep(0.5)
         request = run_loop(sample_request(url))
         c, d = args.connections, args.duration
-        print(f"server: {args.server_procs} process(es); {c} connections; {d:g} s per tool; "
-              f"{os.cpu_count()} CPUs")
-        closed = loadgen_closed(url, c, d)
-        offline = loadgen_offline(url, c, d, closed)
-        wrk_rps = wrk(url, c, d, request)
-        locust_rps = locust(host, c, d, request)
+        print(f"server: {args.server_procs} process(es); {c} connections; {d} s per tool; "
+              f"{args.rounds} rounds, tools interleaved; {os.cpu_count()} CPUs; "
+              f"load average {os.getloadavg()[0]:.1f}")
+        for _ in range(args.rounds):
+            closed = loadgen_closed(url, c, d)
+            figures = {"closed": closed, "offline": loadgen_offline(url, c, d, closed),
+                       "wrk": wrk(url, c, d, request), "locust": locust(host, c, d, request)}
+            for name, value in figures.items():
+                if value is not None:
+                    rounds.setdefault(name, []).append(value)
     finally:
         for proc in procs:
             proc.terminate()
             proc.join(5)
-    print(f"loadgen Offline (adapter throughput)  {offline:10.0f} req/s")
-    print(f"loadgen Server closed loop, c={c:<4d}   {closed:10.0f} req/s")
-    for name, value in (("wrk -t1", wrk_rps), ("Locust FastHttpUser", locust_rps)):
-        if value is None:
-            print(f"{name:38s} {'not installed (or no result)':>10s}")
-            continue
-        print(f"{name:38s} {value:10.0f} req/s   loadgen/{name.split()[0]}: "
-              f"Offline {offline / value:.2f}x, closed loop {closed / value:.2f}x")
+    report(rounds, c)
 
+
+def report(rounds: dict[str, list[float]], connections: int) -> None:
+    """Median (min-max) of each tool, and loadgen's ratios to wrk and Locust."""
+    labels = {"offline": "loadgen Offline (adapter throughput)",
+              "closed": f"loadgen Server closed loop, c={connections}",
+              "wrk": "wrk -t1", "locust": "Locust FastHttpUser"}
+    median = {name: statistics.median(values) for name, values in rounds.items()}
+    for name, label in labels.items():
+        if name not in rounds:
+            print(f"{label:38s} not installed (or no result)")
+            continue
+        values = rounds[name]
+        print(f"{label:38s} {median[name]:9.0f} req/s  ({min(values):.0f}-{max(values):.0f})")
+    for base in ("wrk", "locust"):
+        if base in median:
+            print(f"loadgen/{base}: Offline {median['offline'] / median[base]:.2f}x, "
+                  f"closed loop {median['closed'] / median[base]:.2f}x")
 
 if __name__ == "__main__":
     main()
