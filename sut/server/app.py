@@ -63,12 +63,15 @@ class InferenceServer:
         server = make_grpc_server(self.core)
         address = f"[{cfg.host}]:{cfg.grpc_port}" if ":" in cfg.host else \
             f"{cfg.host}:{cfg.grpc_port}"
-        if cfg.tls_cert is not None and cfg.tls_key is not None:
-            creds = grpc.ssl_server_credentials([(cfg.tls_key.read_bytes(),
-                                                  cfg.tls_cert.read_bytes())])
-            self.grpc_port = server.add_secure_port(address, creds)
-        else:
-            self.grpc_port = server.add_insecure_port(address)
+        try:
+            if cfg.tls_cert is not None and cfg.tls_key is not None:
+                creds = grpc.ssl_server_credentials([(cfg.tls_key.read_bytes(),
+                                                      cfg.tls_cert.read_bytes())])
+                self.grpc_port = server.add_secure_port(address, creds)
+            else:
+                self.grpc_port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise OSError(f"cannot bind gRPC on {address}: address in use or invalid") from exc
         await server.start()
         self._grpc = server
 

@@ -10,7 +10,7 @@ import asyncio
 import threading
 from collections.abc import Coroutine
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -53,14 +53,20 @@ class ServerThread:
         """Run a coroutine on the server's loop and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout_s)
 
-    def start(self, timeout_s: float = 60.0) -> None:
-        """Bind, load the model, and return once the server is ready."""
+    def start(self, timeout_s: float = 60.0, load: bool = True) -> None:
+        """Bind, load the model (unless `load` is False: see `load`), return once ready."""
         self._thread.start()
         try:
-            self.call(self.server.start(), timeout_s)
+            self.call(self.server.bind(), timeout_s)
+            if load:
+                self.load(timeout_s)
         except BaseException:
             self.stop(timeout_s)
             raise
+
+    def load(self, timeout_s: float = 60.0) -> None:
+        """Load the model of a server started with `load=False`."""
+        self.call(self.server.load(), timeout_s)
 
     def stop(self, timeout_s: float = 60.0) -> None:
         """Drain, close the listeners, stop the service, end the loop and join its thread."""
@@ -74,7 +80,7 @@ class ServerThread:
             if not self._thread.is_alive():
                 self._loop.close()
 
-    def __enter__(self) -> ServerThread:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

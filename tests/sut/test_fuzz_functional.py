@@ -201,7 +201,7 @@ def send_raw(channel: grpc.Channel, method: str, data: bytes) -> grpc.StatusCode
     try:
         rpc(data, timeout=10)
     except grpc.RpcError as err:
-        code: grpc.StatusCode = err.code()  # type: ignore[attr-defined]
+        code: grpc.StatusCode = err.code()
         return code
     return grpc.StatusCode.OK
 

@@ -1,20 +1,22 @@
-"""Server hardening over loopback: body bounds, overload, auth, TLS, drain, `loadgen serve`."""
+"""Server hardening: body bounds, overload, auth, TLS, drain, `loadgen serve`, module rules."""
 
 from __future__ import annotations
 
+import ast
 import http.client
 import json
 import os
 import selectors
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,6 +25,7 @@ import grpc
 import numpy as np
 import pytest
 
+from loadgen import cli
 from loadgen import protocol as p
 from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
 from loadgen.oip_proto import grpc_predict_v2_pb2_grpc as pb_grpc
@@ -88,6 +91,41 @@ def test_binds_loopback_by_default() -> None:
     assert ServerConfig().host == "127.0.0.1"
 
 
+def test_ready_only_once_the_model_is_loaded() -> None:
+    server = ServerThread(build_service("mlp", {"warmup": "0"}),
+                          ServerConfig(http_port=0, grpc_port=0))
+    server.start(load=False)
+    try:
+        url = server.http_url
+        assert call(url, "GET", "/v2/health/live")[0] == 200
+        status, _, data = call(url, "GET", "/v2/health/ready")
+        assert status == 503 and "not loaded" in json.loads(data)["error"]
+        body, headers = infer_body("input", 1, 256)
+        assert call(url, "POST", "/v2/models/mlp/infer", body, headers)[0] == 503
+        with grpc.insecure_channel(server.grpc_target) as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+            assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
+            assert not stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+            assert not stub.ModelReady(pb.ModelReadyRequest(name="mlp"), timeout=10).ready
+            server.load()
+            assert stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
+        assert call(url, "GET", "/v2/health/ready")[0] == 200
+        assert call(url, "POST", "/v2/models/mlp/infer", body, headers)[0] == 200
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("which", ["http_port", "grpc_port"])
+def test_a_port_in_use_is_an_os_error(which: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = {"http_port": 0, "grpc_port": 0, which: taken.getsockname()[1]}
+        server = ServerThread(build_service("mlp", {}), ServerConfig(**ports))
+        with pytest.raises(OSError, match="in use"):
+            server.start(load=False)
+
+
 def test_body_over_the_bound_gets_413_and_grpc_resource_exhausted() -> None:
     service = build_service("mlp", {"warmup": "0"})
     with ServerThread(service, ServerConfig(http_port=0, grpc_port=0,
@@ -108,7 +146,7 @@ def test_body_over_the_bound_gets_413_and_grpc_resource_exhausted() -> None:
             msg = pb.ModelInferRequest(model_name="mlp", raw_input_contents=[bytes(8192)])
             with pytest.raises(grpc.RpcError) as err:
                 stub.ModelInfer(msg)
-            assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+            assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         body, headers = infer_body("input", 1, 256)
         assert call(server.http_url, "POST", "/v2/models/mlp/infer", body, headers)[0] == 200
 
@@ -128,7 +166,7 @@ def test_overload_gets_429_and_resource_exhausted() -> None:
         msg.raw_input_contents.append(bytes(16))
         with pytest.raises(grpc.RpcError) as err:
             stub.ModelInfer(msg)
-        assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+        assert err.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
         user_models.GATE.set()
         assert running.result(10)[0] == queued.result(10)[0] == 200
         assert server.server.service.stats()["requests"]["rejected"] == 2
@@ -180,7 +218,7 @@ def test_bearer_token(token: str | None) -> None:
         for metadata in ((), (("authorization", "Bearer nope"),)):
             with pytest.raises(grpc.RpcError) as err:
                 stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp"), metadata=metadata)
-            assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+            assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
 
 
 def self_signed(tmp: Path) -> tuple[Path, Path]:
@@ -272,7 +310,54 @@ def test_loadgen_serve_prints_ports_serves_and_drains_on_sigterm() -> None:
         proc.stderr.close()
 
 
-def test_loadgen_serve_rejects_an_unknown_model() -> None:
-    done = subprocess.run([sys.executable, "-m", "loadgen.cli", "serve", "--model", "nope"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "unknown model 'nope'" in done.stderr
+def test_loadgen_serve_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["serve", "--model", "nope"]) == cli.EXIT_USAGE
+    assert "unknown model 'nope'" in capsys.readouterr().err
+    assert cli.main(["serve", "--model", "mlp,max_batch_size=0"]) == cli.EXIT_USAGE
+    assert "max_batch_size" in capsys.readouterr().err
+    assert cli.main(["serve", "--model", "mlp", "--tls-cert", "c.pem"]) == cli.EXIT_USAGE
+    assert "both a certificate and a key" in capsys.readouterr().err
+
+
+SERVER_FILES = sorted((ROOT / "sut" / "server").glob("*.py")) + [ROOT / "sut" / "metrics.py"]
+ALLOWED_LOADGEN = ("loadgen.protocol", "loadgen.oip_proto")
+UNSAFE_MODULES = {"pickle", "marshal", "shelve", "dill", "joblib"}
+UNSAFE_CALLS = {"torch.load", "torch.jit.load", "np.load", "numpy.load", "eval", "exec"}
+
+
+def imported(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+IMPORT_ALONE = """
+import importlib, sys
+import torch, numpy, aiohttp, grpc, prometheus_client  # heavy leaves, imported once
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m.split(".")[0] in ("sut", "loadgen", "tests")]:
+        del sys.modules[loaded]
+    m = importlib.import_module(name)
+    e = m.__all__
+    assert sorted(e) == sorted(set(e)) and all(hasattr(m, n) for n in e), name
+"""
+
+
+def test_server_modules_declare_all_and_import_alone() -> None:
+    names = [".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+             for path in SERVER_FILES]
+    subprocess.run([sys.executable, "-c", IMPORT_ALONE, *names], cwd=ROOT, check=True,
+                   timeout=120)
+
+
+@pytest.mark.parametrize("path", SERVER_FILES, ids=lambda path: path.name)
+def test_server_uses_only_the_public_protocol_and_never_unpickles(path: Path) -> None:
+    for module in imported(path):
+        if module == "loadgen" or module.startswith("loadgen."):
+            assert module.startswith(ALLOWED_LOADGEN), (path, module)
+        assert module.split(".")[0] not in UNSAFE_MODULES, (path, module)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            assert ast.unparse(node.func) not in UNSAFE_CALLS, (path, ast.unparse(node))
