@@ -46,11 +46,10 @@ __all__ = ["DEFAULT_MAX_BODY_BYTES", "EXTRA_TIMINGS", "SERVER_NAME", "ServerConf
 
 SERVER_NAME = "loadgen-sut"
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
-EXTRA_TIMINGS = ("h2d_ns", "d2h_ns")
-"""Timing parameters sent beside `loadgen.protocol.TIMING_PARAMETERS`."""
-
 _PHASES = (("queue", p.QUEUE_NS), ("batch_formation", p.BATCH_FORMATION_NS),
            ("compute", p.COMPUTE_NS), ("h2d", "h2d_ns"), ("d2h", "d2h_ns"))
+EXTRA_TIMINGS = tuple(key for _, key in _PHASES if key not in p.TIMING_PARAMETERS)
+"""Timing parameters sent beside `loadgen.protocol.TIMING_PARAMETERS`."""
 
 
 @dataclass(frozen=True, slots=True)
