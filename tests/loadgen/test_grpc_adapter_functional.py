@@ -98,9 +98,9 @@ def test_server_killed_mid_run_functional() -> None:
         result = run(GrpcSut.from_spec(server.grpc()), [*SERVER, "min_duration_s=1.5"],
                      during=server.proc.kill)
         elapsed = time.monotonic() - started
-    assert not result["valid"] and result["unfinished"] == 0 and elapsed < 6
+    assert not result["valid"] and result["unfinished"] == 0 and elapsed < 9
     assert set(result["errors_by_kind"]) == {"grpc_UNAVAILABLE"}
-    assert result["queries"] >= 10 and result["errors"] >= 300
+    assert result["queries"] >= 10 and result["errors"] >= 100
 
 
 @pytest.mark.functional
