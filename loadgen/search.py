@@ -20,6 +20,9 @@ A probe INVALID for issue lag measured the harness, not the SUT (its latency cou
 from the schedule the harness missed), so it is not a verdict on the SUT: the rate is
 tried again, and only after `harness_retries` such probes (and no other) does the
 rate count as failing, flagged `harness_high` when it ends up as the bracket's top.
+When that happens before any rate has passed, the search stops (`harness_limited`):
+this harness on this machine cannot measure the SUT, and lower rates would only
+take longer to say so.
 
 Bracket: [highest rate whose every trial passed, lowest rate with a failing trial].
 Confidence: call the peak the rate at which a probe passes half the time. A rate
@@ -188,6 +191,8 @@ def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> Step:
             return Step(b, None, True, "ceiling")
         return go(min(b.low * cfg.growth, cfg.max_qps), "bracketing")
     if b.low is None:
+        if b.harness_high:
+            return Step(b, None, True, "harness_limited")
         if b.high <= cfg.min_qps:
             return Step(b, None, True, "floor")
         return go(max(b.high / cfg.growth, cfg.min_qps), "bracketing")

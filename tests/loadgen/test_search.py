@@ -64,7 +64,6 @@ def T(qps: float, passed: bool, ratio: float | None = None, harness: bool = Fals
     ([T(100, True), T(104, False), T(104, True), T(100, True), T(120, True)], None, "converged"),
     # harness-limited probes are retried, then count as failing
     ([T(100, False, harness=True)], 100, "bracketing"),
-    ([T(100, False, harness=True)] * 2, 50, "bracketing"),
     ([T(100, True), T(200, False, 3.0, harness=True)], 200, "bracketing"),
     ([T(100, True), T(200, False, 3.0, harness=True), T(200, True)], 400, "bracketing"),
 ])
@@ -79,6 +78,7 @@ def test_next_step_table(trials: list[Trial], expected: float | None, status: st
     ([T(10_000, True)], "ceiling"),
     ([T(100, True), T(101, False), T(100, True), T(101, False)], "converged"),
     ([T(100, True)] * 40, "max_probes"),
+    ([T(100, False, harness=True)] * 2, "harness_limited"),  # nothing passed yet
 ])
 def test_next_step_stops(trials: list[Trial], status: str) -> None:
     step = next_step(trials, CFG)
