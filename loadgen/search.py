@@ -10,7 +10,8 @@ The search is a pure function of the probes so far (`next_step`):
    end is already there, so that a good estimate closes the bracket in two probes;
    kept inside the middle 80% of the bracket. Bisect instead when the two ends'
    headrooms do not straddle 1 (a failure for errors, say) or when the last two
-   probes went the same way (the estimate is biased). Stop narrowing when
+   probes fell inside the bracket of their time and went the same way (the estimate
+   is biased). Stop narrowing when
    (high - low) / high <= tolerance.
 3. Repeat: probe each end again until each has `repeats` trials. A rate with any
    failing trial fails (never best-of-N), so a failed repeat at the low end moves
@@ -174,6 +175,20 @@ def _narrow(b: Bracket, tolerance: float, bisect: bool) -> float:
     return min(max(target, lowest), highest)
 
 
+def _same_way(trials: Sequence[Trial]) -> bool:
+    """Whether the last two trials both fell inside the bracket of their time, with the
+    same outcome (harness-limited trials left out)."""
+    real = [t for t in trials if not t.harness]
+
+    def inside(i: int) -> bool:
+        q, before = real[i].qps, real[:i]
+        return any(t.passed and t.qps < q for t in before) and any(
+            not t.passed and t.qps > q for t in before)
+
+    n = len(real)
+    return n >= 2 and inside(n - 1) and inside(n - 2) and real[-1].passed == real[-2].passed
+
+
 def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> Step:
     """Pure: the trials so far -> the next rate to probe, or done and why."""
     b = bracket(trials, cfg.harness_retries)
@@ -197,8 +212,7 @@ def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> Step:
             return Step(b, None, True, "floor")
         return go(max(b.high / cfg.growth, cfg.min_qps), "bracketing")
     if (b.high - b.low) / b.high > cfg.tolerance:
-        counted = [t.passed for t in trials if not t.harness]
-        nxt = round_rate(_narrow(b, cfg.tolerance, counted[-2:] in ([True] * 2, [False] * 2)))
+        nxt = round_rate(_narrow(b, cfg.tolerance, _same_way(trials)))
         if b.low < nxt < b.high:
             return go(nxt, "narrowing")
     if b.low_trials < cfg.repeats:

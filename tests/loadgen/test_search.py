@@ -6,7 +6,8 @@ which the M/D/1 p99 sojourn equals 2 ms (3867 QPS). Each probe has 10,000 querie
 MLPerf's early stopping then passes a run only while at most 77 (0.77%) go over, which
 moves the boundary the search can see about 1.5% below the analytic one; the harness's
 own issue lag lowers it a little more. So the bracket must reach the analytic maximum
-from below within 5%, and the answer lie within 5% of it.
+from below within 5%, and the answer lie within 5% of it. On a machine so busy that
+the harness cannot keep its schedule (issue lag over 1 ms) the case skips, saying so.
 """
 
 from __future__ import annotations
@@ -47,9 +48,13 @@ def T(qps: float, passed: bool, ratio: float | None = None, harness: bool = Fals
     # probe tolerance/2 below it, or above it once the low end is there
     ([T(100, True, 0.5), T(200, False, 2.0)], 162.5, "narrowing"),
     ([T(100, True, 0.5), T(200, False, 2.0), T(162.5, True, 1.0)], 166.6, "narrowing"),
-    # the last two probes went the same way: bisect
-    ([T(100, True, 0.5), T(300, False, 2.0), T(250, False, 1.5)], 175, "narrowing"),
-    ([T(200, False, 2.0), T(100, True, 0.5), T(150, True, 0.9)], 175, "narrowing"),
+    # the last two probes inside the bracket went the same way: bisect
+    ([T(100, True, 0.5), T(300, False, 2.0), T(250, False, 1.5), T(220, False, 1.2)], 160,
+     "narrowing"),
+    ([T(200, False, 2.0), T(100, True, 0.5), T(150, True, 0.8), T(170, True, 0.9)], 185,
+     "narrowing"),
+    # ... but a bracketing probe does not count: 300 was no narrowing probe
+    ([T(100, True, 0.5), T(300, False, 2.0), T(250, False, 1.5)], 207.2, "narrowing"),
     # interpolation clamped into the middle 80% of the bracket
     ([T(100, True, 0.99), T(200, False, 50.0)], 110, "narrowing"),
     ([T(100, True, 0.1), T(200, False, 1.01)], 190, "narrowing"),
@@ -226,6 +231,9 @@ def test_find_peak_matches_md1_theory(tmp_path: Path) -> None:
                        min_queries=10_000)
     doc = find_peak(settings, f"sim:service=const:{SERVICE_S * 1e6:g}us,servers=1",
                     tmp_path, cfg, budget_s=120)
+    if doc["harness_high"] or doc["status"] == "harness_limited":
+        pytest.skip(f"the machine is too busy for the harness to keep its schedule: "
+                    f"{doc['headline']}")
     low, high = doc["bracket"]
     assert doc["status"] == "converged", doc["headline"]
     assert low <= analytic and high >= 0.95 * analytic, (doc["bracket"], analytic)
