@@ -22,7 +22,7 @@ builds seeded synthetic samples that match it, and pre-serialises the whole HTTP
 every single-sample query. Queries beyond the free connections wait in a local FIFO (their
 latency still counts from the scheduled time). Each completion is stamped in
 `data_received`; its components are the server's timing parameters (read from the JSON
-header by a scan, not decoded: json.loads costs ~7 µs, most of the per-request budget) and
+header by a scan, not decoded: json.loads costs ~5 µs, most of the per-request budget) and
 `network` = service latency - `server_total`. Failures: `http_<status>`, `timeout`,
 `connection_reset`, `connect_error`, `protocol_error`.
 """
@@ -64,7 +64,7 @@ _SCAN = re.compile(rb'"(' + b"|".join(_KEYS) + rb')"\s*:\s*(\d+)')
 class Timings:
     """Reads the server's timing parameters out of a response's JSON header, without decoding it.
 
-    A full scan costs ~2.7 µs here (json.loads ~4.4 µs); so the first response whose timing
+    A full scan costs ~2.7 µs here (json.loads ~5 µs); so the first response whose timing
     keys sit together teaches a template of that order and spacing, and later responses try
     it first (~1.6 µs), falling back to the scan when it does not match.
     """
