@@ -13,35 +13,22 @@ from typing import Any, Protocol, TypeVar
 
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.collect import Collector
-from loadgen.errors import SutError
+from loadgen.errors import SettingsError, SutError
 from loadgen.querylog import QueryLog
-from loadgen.qsl import QuerySampleLibrary, accuracy_queries, sample_chunks
+from loadgen.qsl import QuerySampleLibrary, accuracy_queries
 from loadgen.report.environment import environment
 from loadgen.report.result import build_result, write_result
 from loadgen.report.summary import write_summary
 from loadgen.runner import Progress, Runner
-from loadgen.schedule import CHUNK, arrival_for, open_loop_offsets
-from loadgen.settings import Scenario, TestSettings
+from loadgen.schedule import describe_schedule, is_open_loop, plan_queries, save_schedule
+from loadgen.settings import TestSettings
 from loadgen.stats import summarize
 from loadgen.verdict import evaluate
+from loadgen.windows import windows_for
 
-__all__ = ["Monitor", "print_progress", "run_async", "run_loop", "run_test"]
+__all__ = ["Monitor", "print_progress", "run_async", "run_loop", "run_test", "save_run"]
 
 T = TypeVar("T")
-
-
-def _plan(settings: TestSettings) -> tuple[Any, Any]:
-    qsl = QuerySampleLibrary(settings.total_sample_count, settings.performance_sample_count,
-                             settings.qsl_rng_seed)
-    if settings.mode == "accuracy":
-        return None, iter([accuracy_queries(qsl, settings.samples_per_query)])
-    if settings.scenario is Scenario.OFFLINE:
-        return None, sample_chunks(qsl, settings.offline_sample_count,
-                                   settings.sample_index_rng_seed, 1)
-    samples = sample_chunks(qsl, settings.samples_per_query, settings.sample_index_rng_seed, CHUNK)
-    if settings.closed_loop:
-        return None, samples
-    return open_loop_offsets(arrival_for(settings), settings), samples
 
 
 def _accuracy(settings: TestSettings, sut: SystemUnderTest, collector: Collector,
@@ -72,15 +59,21 @@ class Monitor(Protocol):
 async def run_async(settings: TestSettings, sut: SystemUnderTest,
                     progress: Callable[[Progress], None] | None = None,
                     monitors: Sequence[Monitor] = (),
-                    log_dir: Path | None = None) -> dict[str, Any]:
+                    log_dir: Path | None = None,
+                    warnings: Sequence[str] = ()) -> dict[str, Any]:
     """Run one test against a SUT on the running loop; returns the result document.
 
-    With `log_dir`, every query's stamps stream to the per-query log there.
+    With `log_dir`, every query's stamps stream to the per-query log there;
+    `warnings` (found before the run) join the verdict's.
     """
+    if settings.workers > 1:
+        raise SettingsError([(f"workers: {settings.workers} load processes need a SUT spec: "
+                              "use loadgen.multiproc.run_workers (or `loadgen run --workers`)")])
     slo_ns = int(settings.target_latency_ms * 1e6) or 2**62
     collector = Collector(slo_ns, int(settings.query_timeout_ms * 1e6),
-                          keep_outputs=settings.mode == "accuracy")
-    offsets, samples = _plan(settings)
+                          keep_outputs=settings.mode == "accuracy",
+                          windows=windows_for(settings, slo_ns))
+    offsets, samples = plan_queries(settings)
     queries = (QuerySampleLibrary(settings.total_sample_count, settings.performance_sample_count,
                                   settings.qsl_rng_seed), settings.samples_per_query)
     runner = Runner(settings, sut, collector, offsets, samples, progress)
@@ -107,12 +100,13 @@ async def run_async(settings: TestSettings, sut: SystemUnderTest,
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         await sut.stop()
-    stats = summarize(settings, collector, times)
+    stats = summarize(settings, collector.tally(), times)
     accuracy, extra = _accuracy(settings, sut, collector,
                                 accuracy_queries(*queries) if settings.mode == "accuracy" else [])
-    verdict = evaluate(settings, stats, extra)
+    verdict = evaluate(settings, stats, extra, tuple(warnings))
     result = build_result(settings, stats, verdict, sut.describe(), environment(),
-                          {"accuracy": accuracy} if accuracy is not None else None)
+                          {"schedule": describe_schedule(settings)}
+                          | ({"accuracy": accuracy} if accuracy is not None else {}))
     for monitor in monitors:
         monitor.stop(result)
     return result
@@ -130,13 +124,22 @@ def run_loop(coro: Coroutine[Any, Any, T]) -> T:
 
 def run_test(settings: TestSettings, sut: SystemUnderTest, out_dir: Path | None = None,
              progress: Callable[[Progress], None] | None = None,
-             monitors: Sequence[Monitor] = ()) -> dict[str, Any]:
+             monitors: Sequence[Monitor] = (),
+             warnings: Sequence[str] = ()) -> dict[str, Any]:
     """Run one test to completion; with `out_dir`, write result.json and summary.txt there."""
-    result = run_loop(run_async(settings, sut, progress, monitors, out_dir))
+    result = run_loop(run_async(settings, sut, progress, monitors, out_dir, warnings))
     if out_dir is not None:
-        write_result(out_dir, result)
-        write_summary(out_dir, result)
+        save_run(settings, result, out_dir)
     return result
+
+
+def save_run(settings: TestSettings, result: dict[str, Any], out_dir: Path) -> None:
+    """Write the run directory: schedule.bin (open loop), result.json, summary.txt."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if is_open_loop(settings):
+        result["schedule"] |= save_schedule(settings, out_dir)
+    write_result(out_dir, result)
+    write_summary(out_dir, result)
 
 
 def print_progress(p: Progress) -> None:

@@ -9,10 +9,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from loadgen.analysis_cli import add_parsers as _add_analysis
+from loadgen.calibrate_cli import add_parser as _add_calibrate
 from loadgen.errors import LoadgenError, SettingsError, SutSpecError
 from loadgen.serve_cli import add_parser as _add_serve
+
+if TYPE_CHECKING:
+    from loadgen.settings import TestSettings
 
 __all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_USAGE", "EXIT_VALID", "main"]
 
@@ -21,30 +26,60 @@ EXIT_VALID, EXIT_INVALID, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run one test definition against a SUT")
-    p.add_argument("file", type=Path, help="TOML test definition (see scenarios/)")
+    p.add_argument("file", type=Path, nargs="?", help="TOML test definition (see scenarios/)")
     p.add_argument("--sut", required=True, help="null | sim:... | builtin:MODEL[,k=v...]")
     p.add_argument("--out", type=Path, default=Path("runs/latest"), help="run directory")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting (repeatable)")
     p.add_argument("--quiet", action="store_true", help="no progress lines, no summary")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="N load processes, each issuing a share of the schedule (open loop)")
+    p.add_argument("--replay", type=Path, metavar="RUN_DIR",
+                   help="rerun RUN_DIR's settings on its saved schedule.bin, bit for bit")
     p.add_argument("--prometheus-port", metavar="[HOST:]PORT",
                    help="serve live metrics on /metrics during the run (host 127.0.0.1)")
     p.add_argument("--pushgateway", metavar="URL", help="push the final metrics there")
     p.set_defaults(handler=_run)
 
 
+def _settings(args: argparse.Namespace) -> TestSettings:
+    from loadgen.schedule import replay_settings
+    from loadgen.settings import load_settings
+
+    overrides = args.overrides + ([] if args.workers is None else [f"workers={args.workers}"])
+    if args.replay is not None:
+        return replay_settings(args.replay, overrides)
+    if args.file is None:
+        raise SettingsError(["run: give a TOML test definition, or --replay RUN_DIR"])
+    return load_settings(args.file, overrides)
+
+
 def _run(args: argparse.Namespace) -> int:
     from loadgen.adapters.registry import make_sut
     from loadgen.api import print_progress, run_test
+    from loadgen.calibrate import headroom_warning
     from loadgen.metrics import monitors_for
-    from loadgen.report.summary import render_summary
-    from loadgen.settings import load_settings
+    from loadgen.multiproc import run_workers, workers_warning
 
-    settings = load_settings(args.file, args.overrides)
+    settings = _settings(args)
+    warnings = [w for w in (headroom_warning(settings, args.sut),
+                            workers_warning(settings, args.sut)) if w]
+    for warning in warnings:
+        print(f"loadgen: warning: {warning}", file=sys.stderr)
+    progress = None if args.quiet else print_progress
+    if settings.workers > 1:
+        if args.prometheus_port or args.pushgateway:
+            raise SettingsError(["workers: live metrics read one process; use --workers 1"])
+        return _finish(args, run_workers(settings, args.sut, args.out, progress, warnings))
     sut = make_sut(args.sut)
     with monitors_for(args.prometheus_port, args.pushgateway) as monitors:
-        result = run_test(settings, sut, args.out, None if args.quiet else print_progress,
-                          monitors)
+        result = run_test(settings, sut, args.out, progress, monitors, warnings)
+    return _finish(args, result)
+
+
+def _finish(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    from loadgen.report.summary import render_summary
+
     if not args.quiet:
         print(render_summary(result), end="")
         print(f"wrote {args.out / 'result.json'} and {args.out / 'summary.txt'}")
@@ -57,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
     _add_analysis(sub)
+    _add_calibrate(sub)
     _add_serve(sub)
     return parser
 

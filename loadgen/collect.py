@@ -2,7 +2,9 @@
 
 The runner registers each query as it issues it (`issued`); the SUT reports it
 back once (`done` or `failed`). Only queries scheduled inside the measured
-window (after warm-up) are recorded; all are counted for progress.
+window (after warm-up) are recorded, in the histograms and in the window of
+their scheduled time (`windows.py`); all are counted for progress. When the run
+ends, `tally` hands the figures over in a mergeable form.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from typing import Any
 
 from loadgen.querylog import QueryLog
 from loadgen.record import Recorder
+from loadgen.tally import Tally
+from loadgen.windows import WindowedRecorder, Windows
 
-__all__ = ["Collector", "MAX_ERROR_KINDS"]
+__all__ = ["MAX_ERROR_KINDS", "Collector"]
 
 MAX_ERROR_KINDS = 64
 _OTHER = "other"
@@ -30,13 +34,15 @@ class Collector:
         keep_outputs: bool = False,
         on_finish: Callable[[int], None] | None = None,
         log: QueryLog | None = None,
+        windows: Windows | None = None,
     ) -> None:
         self.slo_ns = slo_ns
         self.query_timeout_ns = query_timeout_ns
         self.latency = Recorder()
         self.service_latency = Recorder()
         self.issue_lag = Recorder()
-        self.query_latency = Recorder()
+        self.windows = windows if windows is not None else Windows(1_000_000_000, slo_ns)
+        self.query_latency = WindowedRecorder(self.windows)  # also fills the windows
         self.components: dict[str, Recorder] = {}
         self.batch_sizes: collections.Counter[int] = collections.Counter()
         self.errors_by_kind: collections.Counter[str] = collections.Counter()
@@ -54,6 +60,12 @@ class Collector:
         self.log = log
         self._inflight: dict[int, tuple[int, int, int, bool]] = {}
         self._deadlines: collections.deque[tuple[int, int]] = collections.deque()
+
+    def started(self, t0_ns: int, measure_start_ns: int) -> None:
+        """The runner's clock origin and the start of the measured window."""
+        if self.log is not None:
+            self.log.origin_ns = t0_ns
+        self.windows.started(t0_ns, measure_start_ns)
 
     @property
     def in_flight(self) -> int:
@@ -92,7 +104,7 @@ class Collector:
             latency = done_ns - scheduled_ns
             self.measured_queries += 1
             self.measured_samples += samples
-            self.query_latency.add(latency)
+            self.query_latency.add_at(scheduled_ns, latency)
             if sample_done_ns is None:
                 self.latency.add(latency)
             else:
@@ -119,6 +131,8 @@ class Collector:
         if self.log is not None:
             self.log.add(query_id, entry[0], entry[1], done_ns, kind)
         self._count_error(kind, measured=entry[3])
+        if entry[3]:
+            self.windows.error(entry[0])
         if self.on_finish is not None:
             self.on_finish(done_ns)
 
@@ -136,6 +150,27 @@ class Collector:
         for query_id in left:
             self.failed(query_id, now_ns, kind)
         return len(left)
+
+    def tally(self) -> Tally:
+        """The run's figures, once it has ended."""
+        recorders = [self.latency, self.service_latency, self.issue_lag, self.query_latency]
+        self.query_latency.flush()  # fills the windows
+        return Tally(
+            histograms={"latency_ns": self.latency.histogram,
+                        "service_latency_ns": self.service_latency.histogram,
+                        "issue_lag_ns": self.issue_lag.histogram,
+                        "query_latency_ns": self.query_latency.histogram},
+            components={name: r.histogram for name, r in sorted(self.components.items())},
+            batch_sizes=dict(sorted(self.batch_sizes.items())),
+            errors_by_kind=dict(self.errors_by_kind),
+            queries=self.measured_queries,
+            samples=self.measured_samples,
+            overlatency=self.overlatency,
+            late=self.late,
+            out_of_range=sum(r.out_of_range for r in [*recorders, *self.components.values()]),
+            last_done_ns=self.last_done_ns,
+            windows=self.windows.counts(),
+        )
 
     def _components(self, components: Mapping[str, int]) -> None:
         for name, value in components.items():

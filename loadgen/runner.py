@@ -67,6 +67,8 @@ class Runner:
         offsets: Iterator[np.ndarray] | None,
         samples: Iterator[np.ndarray],
         progress: Callable[[Progress], None] | None = None,
+        first_id: int = 0,
+        id_step: int = 1,
     ) -> None:
         self.settings = settings
         self.sut = sut
@@ -80,7 +82,7 @@ class Runner:
         self._waiter: asyncio.Future[None] | None = None
         self._stop = False
         self._closed = False
-        self._next_id = 0
+        self._ids = itertools.count(first_id, id_step)  # several processes number apart
         self._start_ns = 0
         self._next_progress_ns = 0
 
@@ -104,19 +106,25 @@ class Runner:
 
     # -- the run -----------------------------------------------------------------------------
 
-    async def run(self) -> RunTimes:
-        """Issue the whole plan, drain, and return the run's times."""
+    async def run(self, start_at_ns: int | None = None) -> RunTimes:
+        """Issue the whole plan, drain, and return the run's times.
+
+        With `start_at_ns` (a `perf_counter_ns` time, shared by several load
+        processes on one host) the schedule starts then, not now.
+        """
         s = self.settings
         clock = time.perf_counter_ns
         if self._offsets is not None:  # build the first chunk before the clock starts
             first = next(self._offsets, None)
             self._offsets = itertools.chain([] if first is None else [first], self._offsets)
-        self._start_ns = t0 = clock()
-        if self.collector.log is not None:
-            self.collector.log.origin_ns = t0
+        if start_at_ns is not None:
+            self._start_ns, self._next_progress_ns = start_at_ns, start_at_ns + PROGRESS_EVERY_NS
+            await self._pump(start_at_ns, _never)
+        self._start_ns = t0 = clock() if start_at_ns is None else start_at_ns
         self._next_progress_ns = t0 + PROGRESS_EVERY_NS
         warmup_ns = 0 if s.mode == "accuracy" else int(s.warmup_s * 1e9)
         measure_start = t0 + warmup_ns
+        self.collector.started(t0, measure_start)
         self._closed = s.mode == "accuracy" or s.scenario is Scenario.OFFLINE or s.closed_loop
         if self._closed:
             await self._issue_closed(t0, measure_start)
@@ -202,8 +210,7 @@ class Runner:
         return bool(s.max_query_count) and measured >= s.max_query_count
 
     def _issue(self, scheduled: int, samples: np.ndarray, measured: bool) -> None:
-        query_id = self._next_id
-        self._next_id = query_id + 1
+        query_id = next(self._ids)
         sent = time.perf_counter_ns()
         self.collector.issued_query(query_id, scheduled, sent, len(samples), measured)
         self.sut.issue(query_id, samples)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -28,7 +29,8 @@ __all__ = [
     "settings_from_mapping",
 ]
 
-ARRIVALS = ("poisson", "constant", "closed")
+ARRIVALS = ("poisson", "constant", "gamma", "burst", "steps", "trace", "closed")
+MAX_STEPS = 1000
 PRESETS = ("mlperf", "dev")
 MODES = ("performance", "accuracy")
 
@@ -53,7 +55,22 @@ class TestSettings:
     scenario: Scenario = _f(Scenario.SERVER, "SingleStream, MultiStream, Server or Offline")
     preset: str = _f("mlperf", "`mlperf` (compliant defaults) or `dev` (short, not compliant)")
     mode: str = _f("performance", "`performance`, or `accuracy` (every sample once, checked)")
-    arrival: str = _f("poisson", "Server arrivals: `poisson`, `constant`, or `closed` loop")
+    arrival: str = _f("poisson", "Server arrivals: `poisson`, `constant`, `gamma`, `burst`, "
+                      "`steps`, `trace`, or `closed` loop")
+    burstiness: float = _f(1.0, "gamma shape k: inter-arrival CV = 1/sqrt(k); 1 = Poisson, "
+                           "below 1 burstier")
+    burst_qps_factor: float = _f(3.0, "burst: the rate inside a burst, times target_qps")
+    burst_start_s: float = _f(0.0, "burst: when the (first) burst begins, from the run's start")
+    burst_duration_s: float = _f(0.0, "burst: how long each burst lasts (required)")
+    burst_period_s: float = _f(0.0, "burst: bursts repeat this often; 0 = a single burst")
+    steps: tuple[tuple[float, float], ...] = _f(
+        (), "steps: [[start_s, qps], ...] from the run's start, the first at 0")
+    ramp: bool = _f(False, "steps: the rate moves linearly from one step to the next")
+    trace_file: str = _f("", "trace: CSV (column `timestamp` or `offset_s`) or JSON lines")
+    time_scale: float = _f(1.0, "trace: multiply its offsets (0.5 = replay twice as fast)")
+    schedule_file: str = _f("", "replay a run's schedule.bin exactly instead of generating one")
+    window_s: float = _f(1.0, "timeline window; widened so a run has at most 200")
+    workers: int = _f(1, "load processes, each issuing a share of the schedule (open loop)")
     concurrency: int = _f(1, "queries kept in flight by a closed loop")
     target_qps: float = _f(100.0, "Server: offered rate; Offline: expected samples/s")
     target_latency_ms: float = _f(0.0, "latency SLO in ms; 0 = none (required for Server)")
@@ -95,6 +112,7 @@ class TestSettings:
         """Plain values, for result.json."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {
             "scenario": str(self.scenario),
+            "steps": [list(step) for step in self.steps],
             "compliant": self.compliant,
         }
 
@@ -112,6 +130,8 @@ DEV_PRESET: dict[str, Any] = {"min_duration_s": 5.0, "min_query_count": 100}
 _FIELDS = {f.name: f for f in dataclasses.fields(TestSettings)}
 _INT_KEYS = {n for n, f in _FIELDS.items() if f.type == "int"}
 _FLOAT_KEYS = {n for n, f in _FIELDS.items() if f.type == "float"}
+_BOOL_KEYS = {n for n, f in _FIELDS.items() if f.type == "bool"}
+_PATH_KEYS = ("trace_file", "schedule_file")
 
 
 def field_docs() -> dict[str, str]:
@@ -130,6 +150,13 @@ def _coerce(key: str, value: Any, problems: list[str]) -> Any:
             names = ", ".join(s.value for s in Scenario)
             problems.append(f"scenario: {value!r} is not one of {names}")
             return None
+    if key == "steps":
+        return _coerce_steps(value, problems)
+    if key in _BOOL_KEYS:
+        if not isinstance(value, bool):
+            problems.append(f"{key}: expected true or false, got {value!r}")
+            return None
+        return value
     if key in _INT_KEYS:
         if isinstance(value, bool) or not isinstance(value, int):
             problems.append(f"{key}: expected an integer, got {value!r}")
@@ -147,6 +174,81 @@ def _coerce(key: str, value: Any, problems: list[str]) -> Any:
         problems.append(f"{key}: expected a string, got {value!r}")
         return None
     return value
+
+
+def _coerce_steps(value: Any, problems: list[str]) -> tuple[tuple[float, float], ...] | None:
+    """[[start_s, qps], ...] -> a tuple of float pairs (TOML arrays, or tuples from Python)."""
+    if not isinstance(value, list | tuple):
+        problems.append(f"steps: expected an array of [start_s, qps] pairs, got {value!r}")
+        return None
+    out = []
+    for i, step in enumerate(value):
+        ok = isinstance(step, list | tuple) and len(step) == 2 and all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+            for x in step)
+        if not ok:
+            problems.append(f"steps: step {i} must be [start_s, qps] (two numbers), got {step!r}")
+            return None
+        out.append((float(step[0]), float(step[1])))
+    return tuple(out)
+
+
+def _check_steps(s: TestSettings, problems: list[str]) -> None:
+    if not s.steps:
+        problems.append("steps: arrival 'steps' needs steps = [[0, qps], [start_s, qps], ...]")
+        return
+    starts = [t for t, _ in s.steps]
+    if starts[0] != 0:
+        problems.append(f"steps: the first step must start at 0, not {starts[0]:g}")
+    if any(b <= a for a, b in itertools.pairwise(starts)):
+        problems.append("steps: start times must increase strictly")
+    if any(qps < 0 for _, qps in s.steps):
+        problems.append("steps: a rate must not be negative")
+    if s.steps[-1][1] <= 0:
+        problems.append("steps: the last step needs a positive rate (it lasts to the end)")
+    if len(s.steps) > MAX_STEPS:
+        problems.append(f"steps: at most {MAX_STEPS} steps, got {len(s.steps)}")
+    end_s = s.warmup_s + s.min_duration_s
+    late = [t for t in starts if t >= end_s]
+    if late and s.scenario is Scenario.SERVER:
+        problems.append(f"steps: a step starts at {late[0]:g} s, at or after the run's minimum "
+                        f"end {end_s:g} s (warmup_s + min_duration_s): raise min_duration_s")
+
+
+def _check_arrival(s: TestSettings, problems: list[str]) -> None:
+    """The keys of the chosen arrival process, and several load processes."""
+    if s.burstiness <= 0:
+        problems.append(f"burstiness: must be above 0, got {s.burstiness!r}")
+    for key in ("burst_qps_factor", "time_scale", "window_s"):
+        if getattr(s, key) <= 0:
+            problems.append(f"{key}: must be above 0, got {getattr(s, key)!r}")
+    for key in ("burst_start_s", "burst_duration_s", "burst_period_s"):
+        if getattr(s, key) < 0:
+            problems.append(f"{key}: must not be negative, got {getattr(s, key)!r}")
+    if s.arrival == "burst" and s.burst_duration_s <= 0:
+        problems.append("burst_duration_s: arrival 'burst' needs a burst longer than 0 s")
+    if s.burst_period_s and s.burst_period_s <= s.burst_duration_s:
+        problems.append("burst_period_s: must be longer than burst_duration_s (or 0)")
+    if s.arrival == "steps":
+        _check_steps(s, problems)
+    if s.arrival == "trace" and not s.trace_file:
+        problems.append("trace_file: arrival 'trace' needs a trace file")
+    for key in _PATH_KEYS:
+        path = getattr(s, key)
+        if path and (key == "schedule_file" or s.arrival == "trace") and not Path(path).is_file():
+            problems.append(f"{key}: no such file {path!r}")
+    if s.schedule_file and s.closed_loop:
+        problems.append("schedule_file: a saved schedule replays open-loop arrivals only")
+    if s.workers < 1:
+        problems.append(f"workers: must be at least 1, got {s.workers!r}")
+    elif s.workers > 1:
+        if s.closed_loop:
+            what = "closed-loop arrivals" if s.scenario is Scenario.SERVER else str(s.scenario)
+            problems.append(f"workers: {what} need a single issuer (each query waits for "
+                            "a completion); use workers = 1")
+        elif s.scenario is Scenario.OFFLINE or s.mode == "accuracy":
+            problems.append("workers: Offline and accuracy runs issue from one process; "
+                            "use workers = 1")
 
 
 def _check(s: TestSettings, problems: list[str]) -> None:
@@ -167,7 +269,9 @@ def _check(s: TestSettings, problems: list[str]) -> None:
     for key, allowed in (("arrival", ARRIVALS), ("preset", PRESETS), ("mode", MODES)):
         if getattr(s, key) not in allowed:
             problems.append(f"{key}: {getattr(s, key)!r} is not one of {', '.join(allowed)}")
-    if s.scenario is Scenario.SERVER and s.arrival != "closed" and s.target_qps <= 0:
+    _check_arrival(s, problems)
+    rate_from_target = s.arrival not in ("closed", "steps", "trace") and not s.schedule_file
+    if s.scenario is Scenario.SERVER and rate_from_target and s.target_qps <= 0:
         problems.append("target_qps: Server needs a positive rate")
     if s.scenario is Scenario.SERVER and s.target_latency_ms <= 0:
         problems.append("target_latency_ms: Server needs a latency SLO above 0")
@@ -224,4 +328,7 @@ def load_settings(path: str | Path | None, overrides: list[str] | None = None) -
             raise SettingsError([f"{path}: no such file"]) from None
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError([f"{path}: not valid TOML: {exc}"]) from None
+        for key in _PATH_KEYS:  # a file named in a test definition is relative to it
+            if isinstance(values.get(key), str) and values[key]:
+                values[key] = str(Path(path).parent / values[key])
     return settings_from_mapping(values | parse_overrides(overrides or []))

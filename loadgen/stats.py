@@ -1,6 +1,7 @@
 """A finished run's figures, scenario-neutral: summaries, counts, rates, early stopping.
 
-Pure: (settings, collector, times) -> RunStats. No clock, no formatting.
+Pure: (settings, tally, times) -> RunStats. No clock, no formatting. The tally
+is one collector's, or several load processes' merged.
 """
 
 from __future__ import annotations
@@ -8,11 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
+
 from loadgen import early_stopping
-from loadgen.collect import Collector
+from loadgen.arrivals import steps_for
 from loadgen.record import encode, percentile_ns, summary_ns
 from loadgen.runner import RunTimes
 from loadgen.settings import Scenario, TestSettings
+from loadgen.tally import Tally
+from loadgen.windows import steps_report, timeline_report
 
 __all__ = ["RunStats", "summarize"]
 
@@ -42,37 +47,38 @@ class RunStats:
     early_stopping: dict[str, Any]
     interrupted: bool
     out_of_range: int
+    timeline: list[dict[str, Any]] = field(repr=False)
+    steps: list[dict[str, Any]] = field(repr=False)
     histograms: dict[str, str] = field(repr=False)
 
 
-def summarize(settings: TestSettings, c: Collector, times: RunTimes) -> RunStats:
-    """Reduce a collector to the figures of record."""
+def summarize(settings: TestSettings, c: Tally, times: RunTimes) -> RunStats:
+    """Reduce a run's tally to the figures of record."""
     start = times.start_ns if settings.scenario is Scenario.OFFLINE else times.measure_start_ns
     end = max(c.last_done_ns, start)
     duration_s = (end - start) / 1e9
     scheduled_span_s = max((times.issue_end_ns - times.measure_start_ns) / 1e9, 1e-9)
-    measured_issued = c.issue_lag.count
-    recorders = {"latency_ns": c.latency, "service_latency_ns": c.service_latency,
-                 "issue_lag_ns": c.issue_lag, "query_latency_ns": c.query_latency}
-    hists = {name: r.histogram for name, r in recorders.items()}
+    hists = c.histograms
+    measured_issued = int(hists["issue_lag_ns"].total_count)
     latency = summary_ns(hists["query_latency_ns"])
-    components = {name: summary_ns(r.histogram) for name, r in sorted(c.components.items())}
+    components: dict[str, dict[str, Any]] = {
+        name: dict(summary_ns(h)) for name, h in sorted(c.components.items())}
     for summary in components.values():
         summary["share"] = round(summary["mean"] / latency["mean"], 4) if latency["mean"] else 0.0
-    good = c.measured_queries - c.overlatency
+    good = c.queries - c.overlatency
     per_s = (lambda n: n / duration_s) if duration_s > 0 else (lambda n: 0.0)
     return RunStats(
-        queries=c.measured_queries,
-        samples=c.measured_samples,
+        queries=c.queries,
+        samples=c.samples,
         errors=sum(c.errors_by_kind.values()),  # warm-up errors count too
         errors_by_kind=dict(c.errors_by_kind),
         unfinished=times.unfinished,
         late=c.late,
         duration_s=duration_s,
         qps_scheduled=measured_issued / scheduled_span_s,
-        qps_completed=per_s(c.measured_queries),
-        samples_per_s=per_s(c.measured_samples),
-        goodput_qps=per_s(good) if settings.target_latency_ms else per_s(c.measured_queries),
+        qps_completed=per_s(c.queries),
+        samples_per_s=per_s(c.samples),
+        goodput_qps=per_s(good) if settings.target_latency_ms else per_s(c.queries),
         overlatency=c.overlatency,
         latency_ns=summary_ns(hists["latency_ns"]),
         service_latency_ns=summary_ns(hists["service_latency_ns"]),
@@ -82,14 +88,26 @@ def summarize(settings: TestSettings, c: Collector, times: RunTimes) -> RunStats
         batch_sizes=dict(sorted(c.batch_sizes.items())),
         early_stopping=_early_stopping(settings, c, hists["query_latency_ns"]),
         interrupted=times.interrupted,
-        out_of_range=sum(r.out_of_range for r in [*recorders.values(), *c.components.values()]),
+        out_of_range=c.out_of_range,
+        timeline=timeline_report(c.windows, (times.measure_start_ns - times.start_ns) / 1e9),
+        steps=_steps(settings, c, times),
         histograms={name: encode(h) for name, h in hists.items() if h.get_total_count()},
     )
 
 
-def _early_stopping(settings: TestSettings, c: Collector, query_hist: Any) -> dict[str, Any]:
+def _steps(settings: TestSettings, c: Tally, times: RunTimes) -> list[dict[str, Any]]:
+    """Per-step figures of a stepped run (else none)."""
+    if settings.arrival != "steps" or not c.windows.steps:
+        return []
+    plan = steps_for(settings)
+    measured = ((times.measure_start_ns - times.start_ns) / 1e9,
+                (times.issue_end_ns - times.start_ns) / 1e9)
+    return steps_report(c.windows, plan.starts_s, measured, plan.mean_qps)
+
+
+def _early_stopping(settings: TestSettings, c: Tally, query_hist: HdrHistogram) -> dict[str, Any]:
     p = settings.target_latency_percentile
-    n = c.measured_queries
+    n = c.queries
     figures: dict[str, Any] = {"percentile": p, "confidence": 0.99, "queries": n}
     if settings.scenario is Scenario.SERVER or settings.target_latency_ms:
         k = c.overlatency

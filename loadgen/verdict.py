@@ -111,11 +111,12 @@ def _warnings(s: TestSettings, r: RunStats) -> list[str]:
     return out
 
 
-def evaluate(s: TestSettings, r: RunStats, extra_reasons: tuple[str, ...] = ()) -> Verdict:
+def evaluate(s: TestSettings, r: RunStats, extra_reasons: tuple[str, ...] = (),
+             extra_warnings: tuple[str, ...] = ()) -> Verdict:
     """Apply every rule; any reason makes the run INVALID."""
     reasons = tuple(reason for rule in RULES if (reason := rule(s, r)) is not None)
     reasons += extra_reasons
-    return Verdict(not reasons, reasons, tuple(_warnings(s, r)))
+    return Verdict(not reasons, reasons, extra_warnings + tuple(_warnings(s, r)))
 
 
 def headline(s: TestSettings, r: RunStats) -> tuple[str, float]:

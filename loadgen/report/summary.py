@@ -65,6 +65,12 @@ def render_summary(r: dict[str, Any]) -> str:
         for name, c in r["components_ns"].items():
             lines.append(f"  {name:<16} {c['p50'] / 1e6:9.3f} {c['p99'] / 1e6:9.3f}  "
                          f"{100 * c['share']:5.1f}%")
+    lines += _steps_block(r.get("steps") or [])
+    if r.get("workers"):
+        w = r["workers"]
+        lags = "  ".join(f"#{p['index']} {p['queries']}q lag p99 {p['issue_lag_ns']['p99'] / 1e6:.3f}"
+                         for p in w["per_worker"])
+        lines += ["", f"Load processes: {w['count']} ({w['split']}); {lags} ms"]
     if r["batch_sizes"]:
         total = sum(r["batch_sizes"].values())
         dist = "  ".join(f"{k}:{100 * v / total:.0f}%" for k, v in r["batch_sizes"].items())
@@ -73,6 +79,19 @@ def render_summary(r: dict[str, Any]) -> str:
         lines += ["", "Warnings:"] + [f"  - {w}" for w in r["warnings"]]
     lines.append(_RULE)
     return "\n".join(lines) + "\n"
+
+
+def _steps_block(steps: list[dict[str, Any]]) -> list[str]:
+    if not steps:
+        return []
+    lines = ["", "Steps (s from start; QPS planned / scheduled / goodput; latency ms):"]
+    for st in steps:
+        lat = st["latency_ns"]
+        lines.append(f"  {st['step']:>3} {st['start_s']:8.1f}-{st['end_s']:<8.1f} "
+                     f"{st['target_qps']:9.1f} {st['qps_scheduled']:9.1f} {st['goodput_qps']:9.1f}"
+                     f"  p50 {lat['p50'] / 1e6:.3f}  p99 {lat['p99'] / 1e6:.3f}  "
+                     f"errors {st['errors']}")
+    return lines
 
 
 def _describe_sut(sut: dict[str, Any]) -> str:

@@ -80,3 +80,49 @@ def test_shipped_scenarios_validate():
     assert files
     for f in files:
         load_settings(f)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (["burstiness=0"], "burstiness: must be above 0"),
+        (["burstiness='very'"], "burstiness: expected a number"),
+        (["ramp=1"], "ramp: expected true or false"),
+        (["steps=5"], "steps: expected an array"),
+        (["steps=[[0, 1, 2]]"], "steps: step 0 must be [start_s, qps]"),
+        (["steps=[[0, true]]"], "steps: step 0 must be [start_s, qps]"),
+        (["arrival='steps'"], "steps: arrival 'steps' needs steps"),
+        (["arrival='steps'", "steps=[[1, 100]]"], "steps: the first step must start at 0"),
+        (["arrival='steps'", "steps=[[0, 100], [0, 200]]"], "steps: start times must increase"),
+        (["arrival='steps'", "steps=[[0, -1], [1, 5]]"], "steps: a rate must not be negative"),
+        (["arrival='steps'", "steps=[[0, 100], [1, 0]]"], "steps: the last step needs a positive"),
+        (["arrival='steps'", "steps=[[0, 100], [700, 200]]"], "steps: a step starts at 700 s"),
+        (["arrival='burst'"], "burst_duration_s: arrival 'burst' needs"),
+        (["burst_duration_s=2", "burst_period_s=1"], "burst_period_s: must be longer"),
+        (["burst_start_s=-1"], "burst_start_s: must not be negative"),
+        (["burst_qps_factor=0"], "burst_qps_factor: must be above 0"),
+        (["time_scale=0"], "time_scale: must be above 0"),
+        (["window_s=-1"], "window_s: must be above 0"),
+        (["arrival='trace'"], "trace_file: arrival 'trace' needs a trace file"),
+        (["arrival='trace'", "trace_file='/no/such.csv'"], "trace_file: no such file"),
+        (["schedule_file='/no/schedule.bin'"], "schedule_file: no such file"),
+        (["workers=0"], "workers: must be at least 1"),
+        (["workers=2", "scenario='SingleStream'"], "workers: SingleStream need a single issuer"),
+        (["arrival='gamma'", "target_qps=0"], "target_qps: Server needs a positive rate"),
+    ],
+)
+def test_arrival_keys_are_validated_by_name(overrides, named):
+    with pytest.raises(SettingsError) as err:
+        load_settings(None, ["target_latency_ms=10", *overrides])
+    assert any(p.startswith(named) for p in err.value.problems), err.value.problems
+
+
+def test_arrival_keys_from_toml(tmp_path):
+    f = tmp_path / "t.toml"
+    f.write_text('arrival = "steps"\nsteps = [[0, 100], [10, 200.5]]\nramp = true\n'
+                 "target_latency_ms = 5\nworkers = 2\n")
+    s = load_settings(f)
+    assert s.steps == ((0.0, 100.0), (10.0, 200.5)) and s.ramp is True and s.workers == 2
+    assert s.as_dict()["steps"] == [[0.0, 100.0], [10.0, 200.5]]
+    # steps and trace runs take their rate from the plan, not from target_qps
+    assert load_settings(f, ["target_qps=0"]).target_qps == 0
