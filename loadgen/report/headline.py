@@ -121,11 +121,11 @@ def peak_headline(doc: Mapping[str, Any]) -> str:
         return f"no rate met {slo or 'the test'}: the lowest probed, {lowest:g} QPS, " \
                f"failed{harness} ({doc['status']}; {len(probes)} probes)"
     low, high = doc["bracket"]
-    at_peak = [p for p in probes if p["target_qps"] == low]
+    at_peak = [p for p in probes if p["target_qps"] == low and not p.get("harness_limited")]
     duration = min((float(p["duration_s"]) for p in at_peak), default=0.0)
-    parts = conditions("Server", settings, doc.get("sut_description") or {}, duration,
-                       len(at_peak))
-    parts[-1] = parts[-1].replace(", median", "") + " at the peak, every one VALID"
+    parts = conditions("Server", settings, doc.get("sut_description") or {}, duration, 1)
+    parts[-1] = f"{duration:.3g} s x {len(at_peak)} trial{'s' if len(at_peak) != 1 else ''} " \
+                "at the peak, every one VALID"
     span = f"bracket {low:.4g}-{high:.4g} QPS{harness}" if high else \
         "not bracketed: the ceiling passed"
     parts.append(f"{span}, confidence {doc['confidence']:.2f}" if doc.get("confidence")
