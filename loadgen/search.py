@@ -19,8 +19,9 @@ The search is a pure function of the probes so far (`next_step`):
 
 A probe INVALID for issue lag measured the harness, not the SUT (its latency counts
 from the schedule the harness missed), so it is not a verdict on the SUT: the rate is
-tried again, and only after `harness_retries` such probes (and no other) does the
-rate count as failing, flagged `harness_high` when it ends up as the bracket's top.
+tried again, and only once it has `harness_retries` such probes do they count (as
+failures: at that rate the harness cannot measure the SUT), flagged `harness_high`
+when the rate ends up as the bracket's top.
 When that happens before any rate has passed, the search stops (`harness_limited`):
 this harness on this machine cannot measure the SUT, and lower rates would only
 take longer to say so.
@@ -139,8 +140,11 @@ def bracket(trials: Sequence[Trial], harness_retries: int = 2) -> Bracket:
     counted: dict[float, list[Trial]] = {}
     for rate, ts in by_rate.items():
         real = [t for t in ts if not t.harness]
-        if real or len(ts) >= harness_retries:
-            counted[rate] = real or ts
+        lagged = [t for t in ts if t.harness]
+        if len(lagged) >= harness_retries:
+            counted[rate] = real + lagged
+        elif real:
+            counted[rate] = real
     failing = [r for r, ts in counted.items() if not all(t.passed for t in ts)]
     high = min(failing, default=None)
     passing = [r for r in counted if r not in failing and (high is None or r < high)]

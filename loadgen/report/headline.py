@@ -21,6 +21,11 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3g} ms"
 
 
+def _num(value: float) -> str:
+    """A rate as people write it: 16440, 412, 3.25."""
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _duration(ns: float) -> str:
     return f"{ns / 1e3:.3g} us" if ns < 1e6 else _ms(ns)
 
@@ -62,8 +67,8 @@ def value_phrase(scenario: str, name: str, value: float) -> str:
         tag = next((t for t in name.split("_") if t[:1] == "p" and t[1:].isdigit()), "")
         return f"{tag} latency {_ms(value)}".strip()
     if scenario == "Offline" or name == "samples_per_s":
-        return f"{value:.4g} samples/s"
-    return f"{value:.4g} QPS"
+        return f"{_num(value)} samples/s"
+    return f"{_num(value)} QPS"
 
 
 def conditions(scenario: str, settings: Mapping[str, Any], sut: Mapping[str, Any],
@@ -101,7 +106,7 @@ def point_headline(point: Mapping[str, Any]) -> str:
     parts = conditions(scenario, settings, point["sut_description"],
                        float(point["duration_s"]), int(stats["n"]))
     if stats["n"] > 1:
-        low, high = (_ms(float(stats[k])) if name.endswith("_ns") else f"{float(stats[k]):.4g}"
+        low, high = (_ms(float(stats[k])) if name.endswith("_ns") else _num(float(stats[k]))
                      for k in ("min", "max"))
         parts.append(f"spread {low}-{high}")
     valid, n = point["valid_launches"], stats["n"]
@@ -126,10 +131,10 @@ def peak_headline(doc: Mapping[str, Any]) -> str:
     parts = conditions("Server", settings, doc.get("sut_description") or {}, duration, 1)
     parts[-1] = f"{duration:.3g} s x {len(at_peak)} trial{'s' if len(at_peak) != 1 else ''} " \
                 "at the peak, every one VALID"
-    span = f"bracket {low:.4g}-{high:.4g} QPS{harness}" if high else \
+    span = f"bracket {_num(low)}-{_num(high)} QPS{harness}" if high else \
         "not bracketed: the ceiling passed"
     parts.append(f"{span}, confidence {doc['confidence']:.2f}" if doc.get("confidence")
                  is not None else span)
     if doc["status"] != "converged":
         parts.append(f"search stopped: {doc['status']}")
-    return _sentence(f"{low:.4g} QPS", slo, parts)
+    return _sentence(f"{_num(low)} QPS", slo, parts)

@@ -19,13 +19,14 @@ from typing import Any
 
 from loadgen.errors import ResultError
 from loadgen.record import decode
-from loadgen.report.headline import run_headline
+from loadgen.report.headline import peak_headline, point_headline, run_headline
 from loadgen.report.result import read_result
 
 __all__ = ["REPORT_FILE", "build_report", "load_kind", "report_png"]
 
 REPORT_FILE = "report.html"
 _MAX_SPECTRA = 6
+_MIN_WINDOWS = 3  # a timeline of fewer windows says nothing
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
 h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.6em}table{border-collapse:collapse;
@@ -115,7 +116,7 @@ def _run_draws(result: Mapping[str, Any], root: Path) -> list[tuple[str, Any]]:
                                                        "service_latency_ns")
     if hists:
         draws.append(("spectrum", lambda ax: plots.draw_spectrum(ax, hists, slo)))
-    if result.get("timeline"):
+    if len(result.get("timeline") or []) >= _MIN_WINDOWS:
         draws.append(("timeline", lambda ax: plots.draw_timeline(ax, result["timeline"], slo)))
     if result.get("batch_sizes"):
         draws.append(("batch sizes", lambda ax: plots.draw_batch_sizes(ax, result["batch_sizes"])))
@@ -125,12 +126,12 @@ def _run_draws(result: Mapping[str, Any], root: Path) -> list[tuple[str, Any]]:
     return draws
 
 
-def _load_draws(points: list[Any], slo: float | None, xlabel: str,
-                offered: bool) -> list[tuple[str, Any]]:
+def _load_draws(points: list[Any], slo: float | None, xlabel: str, offered: bool,
+                knee: float | None = None) -> list[tuple[str, Any]]:
     from loadgen.report import plots
 
     return [("latency against load",
-             lambda ax: plots.draw_latency_vs_load(ax, points, slo, xlabel)),
+             lambda ax: plots.draw_latency_vs_load(ax, points, slo, xlabel, knee)),
             ("goodput against load", lambda ax: plots.draw_goodput(ax, points, xlabel, offered))]
 
 
@@ -142,7 +143,8 @@ def _draws(kind: str, doc: Mapping[str, Any], root: Path) -> list[tuple[str, Any
         return _run_draws(doc, root)
     slo = _slo_ns(doc["settings"] if kind == "find-peak" else doc["points"][0]["settings"])
     if kind == "find-peak":
-        draws = _load_draws(_search_points(doc), slo, "offered load (QPS)", True)
+        draws = _load_draws(_search_points(doc), slo, "offered load (QPS)", True,
+                            doc["peak_qps"] or None)
         ends = {"peak" if i == 0 else "lowest failing": q for i, q in enumerate(doc["bracket"])}
         chosen = {}
         for label, qps in ends.items():
@@ -199,8 +201,8 @@ def _headline(kind: str, doc: Mapping[str, Any]) -> list[str]:
     if kind == "run":
         return [run_headline(doc)]
     if kind == "find-peak":
-        return [doc["headline"]]
-    return [p["headline"] for p in doc["points"]]
+        return [peak_headline(doc)]
+    return [point_headline(p) for p in doc["points"]]
 
 
 def build_report(path: Path) -> Path:
@@ -226,12 +228,13 @@ def build_report(path: Path) -> Path:
     return out
 
 
-def report_png(path: Path, out: Path, limit: int = 4) -> Path:
+def report_png(path: Path, out: Path, limit: int = 6) -> Path:
     """The first `limit` plots of a report composed into one PNG (for a README)."""
     from loadgen.report import plots
 
     root = path if path.is_dir() else path.parent
     kind, doc = load_kind(root)
     draws = [d for _, d in _draws(kind, doc, root)][:limit]
-    out.write_bytes(plots.compose(draws, _headline(kind, doc)[0]))
+    columns = 3 if len(draws) > 4 else 2
+    out.write_bytes(plots.compose(draws, _headline(kind, doc)[0], columns))
     return out

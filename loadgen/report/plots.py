@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,9 +72,18 @@ def _groups(points: Sequence[LoadPoint]) -> dict[str, list[LoadPoint]]:
     return out
 
 
+def _median_line(pts: Sequence[LoadPoint],
+                 value: Callable[[LoadPoint], float]) -> tuple[list[float], list[float]]:
+    """One value per distinct load: the median over its trials (a search repeats loads)."""
+    xs = sorted({p.x for p in pts})
+    return xs, [float(np.median([value(p) for p in pts if p.x == x])) for x in xs]
+
+
 def draw_latency_vs_load(ax: Axes, points: Sequence[LoadPoint], slo_ns: float | None,
-                         xlabel: str, percentiles: Sequence[str] = ("p50", "p99")) -> None:
-    """Latency percentiles (ms) against load, min-max bars, the SLO line and the knee."""
+                         xlabel: str, knee_x: float | None = None,
+                         percentiles: Sequence[str] = ("p50", "p99")) -> None:
+    """Latency percentiles (ms) against load: a line through each load's median, a marker
+    per trial (x = INVALID), min-max bars, the SLO line and the knee (`knee` unless given)."""
     for i, (group, pts) in enumerate(_groups(points).items()):
         color = f"C{i}"
         xs = np.array([p.x for p in pts])
@@ -81,18 +91,20 @@ def draw_latency_vs_load(ax: Axes, points: Sequence[LoadPoint], slo_ns: float | 
             ys = np.array([p.latency.get(name, np.nan) for p in pts]) / 1e6
             lo = np.array([p.low.get(name, np.nan) for p in pts]) / 1e6
             hi = np.array([p.high.get(name, np.nan) for p in pts]) / 1e6
-            label = f"{group} {name}".strip()
-            ax.plot(xs, ys, _PERCENTILE_STYLE.get(name, "-"), color=color, label=label)
+            line_x, line_y = _median_line(pts, lambda p: p.latency.get(name, np.nan) / 1e6)
+            ax.plot(line_x, line_y, _PERCENTILE_STYLE.get(name, "-"), color=color,
+                    label=f"{group} {name}".strip())
             if np.isfinite(lo).any():
                 ax.errorbar(xs, ys, yerr=[np.maximum(ys - lo, 0), np.maximum(hi - ys, 0)],
                             fmt="none", ecolor=color, alpha=0.6, capsize=2)
-            bad = [not p.valid for p in pts]
+            bad = np.array([not p.valid for p in pts])
+            ax.scatter(xs[~bad], ys[~bad], marker="o", s=12, color=color, zorder=3)
             ax.scatter(xs[bad], ys[bad], marker="x", color=color, zorder=3)
     if slo_ns:
         ax.axhline(slo_ns / 1e6, color="red", linewidth=1, label=f"SLO {slo_ns / 1e6:g} ms")
-    k = knee(points, slo_ns)
+    k = knee(points, slo_ns) if knee_x is None else knee_x
     if k is not None:
-        ax.axvline(k, color="grey", linestyle="--", linewidth=1, label=f"knee {k:.4g}")
+        ax.axvline(k, color="grey", linestyle="--", linewidth=1, label=f"knee {k:.5g}")
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("latency (ms); x = INVALID")
@@ -102,12 +114,14 @@ def draw_latency_vs_load(ax: Axes, points: Sequence[LoadPoint], slo_ns: float | 
 
 
 def draw_goodput(ax: Axes, points: Sequence[LoadPoint], xlabel: str, offered: bool) -> None:
-    """Goodput and completed QPS against load; the y = x line when x is the offered QPS."""
+    """Goodput and completed QPS against load (each load's median, a marker per trial);
+    the y = x line when x is the offered QPS."""
     for i, (group, pts) in enumerate(_groups(points).items()):
-        xs = [p.x for p in pts]
-        ax.plot(xs, [p.goodput_qps for p in pts], "o-", color=f"C{i}",
+        color = f"C{i}"
+        ax.plot(*_median_line(pts, lambda p: p.goodput_qps), "-", color=color,
                 label=f"{group} goodput".strip())
-        ax.plot(xs, [p.completed_qps for p in pts], ".:", color=f"C{i}", alpha=0.6,
+        ax.scatter([p.x for p in pts], [p.goodput_qps for p in pts], s=12, color=color)
+        ax.plot(*_median_line(pts, lambda p: p.completed_qps), ":", color=color, alpha=0.7,
                 label=f"{group} completed".strip())
     if offered and points:
         top = max(p.x for p in points)
@@ -201,10 +215,10 @@ def png(draw: Draw, size: tuple[float, float] = (7.0, 4.2)) -> bytes:
 
 
 def compose(draws: Sequence[Draw], title: str, columns: int = 2) -> bytes:
-    """Several plots in one PNG, in a grid, under a title."""
+    """Several plots in one PNG, in a grid, under a (wrapped) title."""
     rows = max(1, math.ceil(len(draws) / columns))
     fig = Figure(figsize=(7.0 * columns, 4.2 * rows + 0.6), layout="constrained")
-    fig.suptitle(title, fontsize="medium")
+    fig.suptitle("\n".join(textwrap.wrap(title, 80 * columns)), fontsize="medium")
     for i, draw in enumerate(draws):
         draw(fig.add_subplot(rows, columns, i + 1))
     return _to_png(fig)

@@ -74,6 +74,8 @@ def T(qps: float, passed: bool, ratio: float | None = None, harness: bool = Fals
     ([T(100, False, harness=True)], 100, "bracketing"),
     ([T(100, True), T(200, False, 3.0, harness=True)], 200, "bracketing"),
     ([T(100, True), T(200, False, 3.0, harness=True), T(200, True)], 400, "bracketing"),
+    ([T(100, True), T(200, False, 3.0, harness=True), T(200, True),
+      T(200, False, 0.5, harness=True)], 150, "narrowing"),
 ])
 def test_next_step_table(trials: list[Trial], expected: float | None, status: str) -> None:
     step = next_step(trials, CFG)
