@@ -79,6 +79,10 @@ def _median_line(pts: Sequence[LoadPoint],
     return xs, [float(np.median([value(p) for p in pts if p.x == x])) for x in xs]
 
 
+def _latency_ms(name: str) -> Callable[[LoadPoint], float]:
+    return lambda p: float(p.latency.get(name, np.nan)) / 1e6
+
+
 def draw_latency_vs_load(ax: Axes, points: Sequence[LoadPoint], slo_ns: float | None,
                          xlabel: str, knee_x: float | None = None,
                          percentiles: Sequence[str] = ("p50", "p99")) -> None:
@@ -91,7 +95,7 @@ def draw_latency_vs_load(ax: Axes, points: Sequence[LoadPoint], slo_ns: float | 
             ys = np.array([p.latency.get(name, np.nan) for p in pts]) / 1e6
             lo = np.array([p.low.get(name, np.nan) for p in pts]) / 1e6
             hi = np.array([p.high.get(name, np.nan) for p in pts]) / 1e6
-            line_x, line_y = _median_line(pts, lambda p: p.latency.get(name, np.nan) / 1e6)
+            line_x, line_y = _median_line(pts, _latency_ms(name))
             ax.plot(line_x, line_y, _PERCENTILE_STYLE.get(name, "-"), color=color,
                     label=f"{group} {name}".strip())
             if np.isfinite(lo).any():
