@@ -38,8 +38,10 @@ early when the next probe would overrun `budget_s`, or after `max_probes`.
 
 Layout, resumable: DIR/journal.jsonl (a header line, then one line per finished
 probe), DIR/probes/NNN-RATEqps/ (each probe's run directory), DIR/peak.json and
-DIR/probes.csv. Re-running with the same settings and SUT replays the journal
-(and any probe directory whose launch.json matches) and runs only what is missing.
+DIR/probes.csv. Re-running with the same settings, SUT and min_queries replays the
+journal (and any probe directory whose launch.json matches) and runs only what is
+missing; the other knobs (tolerance, repeats, budget...) may change between runs, as
+the next step depends on the probes alone: a tighter tolerance narrows on from there.
 """
 
 from __future__ import annotations
@@ -261,8 +263,8 @@ def _read_journal(path: Path, header: dict[str, Any]) -> list[dict[str, Any]]:
         path.write_text(json.dumps(header) + "\n")
         return []
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    if not lines or lines[0] != header:
-        raise ResultError(f"{path}: written by a different search (settings, SUT or config); "
+    if not lines or {k: lines[0].get(k) for k in header} != header:
+        raise ResultError(f"{path}: written for other settings, SUT or min_queries; "
                           "use another output directory")
     return lines[1:]
 
@@ -279,7 +281,7 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
     if problems:
         raise SettingsError(problems)
     began = time.perf_counter()
-    header = {"kind": "find-peak-journal", "sut": spec, "config": dataclasses.asdict(cfg),
+    header = {"kind": "find-peak-journal", "sut": spec, "min_queries": cfg.min_queries,
               "settings": json.loads(json.dumps(settings.as_dict()))}
     journal = out_dir / "journal.jsonl"
     probes = _read_journal(journal, header)
@@ -312,7 +314,7 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
                 "target_latency_ms": settings.target_latency_ms},
         "scenario": str(settings.scenario), "sut": spec,
         "sut_description": probes[-1]["sut_description"] if probes else None,
-        "settings": header["settings"], "config": header["config"],
+        "settings": header["settings"], "config": dataclasses.asdict(cfg),
         "probes": [{k: v for k, v in p.items() if k != "sut_description"} for p in probes],
         "elapsed_s": round(prior_s + time.perf_counter() - began, 3),
     }

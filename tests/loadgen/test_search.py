@@ -15,6 +15,7 @@ its schedule (p99 issue lag over 1 ms) the case skips, saying so.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -191,6 +192,14 @@ def test_find_peak_resumes_from_its_journal(settings: Settings, tmp_path: Path) 
     assert find_peak(settings, "sim:", tmp_path / "resumed", CFG, runner=again)["bracket"] == \
         whole["bracket"]
     assert again.calls == []
+    tighter = FakeSut()
+    narrower = find_peak(settings, "sim:", tmp_path / "resumed",
+                         dataclasses.replace(CFG, tolerance=0.01), runner=tighter)
+    rates = [p["target_qps"] for p in narrower["probes"]]
+    assert tighter.calls and rates[:len(whole["probes"])] == [
+        p["target_qps"] for p in whole["probes"]]
+    low, high = narrower["bracket"]
+    assert (high - low) / high <= 0.01
     with pytest.raises(ResultError):  # another search's directory
         find_peak(settings, "sim:servers=2", tmp_path / "resumed", CFG, runner=FakeSut())
 
