@@ -46,6 +46,7 @@ from loadgen.settings import (
 __all__ = [
     "METRICS",
     "NOISY_CV",
+    "SEED_MOD",
     "Axis",
     "Runner",
     "aggregate",
