@@ -165,7 +165,7 @@ class Steps:
         y = x - lam[i]
         # solve r tau + slope tau^2 / 2 = y; this form is stable for slope 0 and r 0
         root = np.sqrt(np.maximum(r[i] ** 2 + 2.0 * slope[i] * y, 0.0))
-        tau = 2.0 * y / (r[i] + root)
+        tau = np.divide(2.0 * y, r[i] + root, out=np.zeros_like(y), where=y > 0)
         return _ascending(t[i] + tau, after_ns)
 
 

@@ -92,9 +92,10 @@ def save_calibration(kind: str, entry: dict[str, Any], path: Path | None = None)
 def find_ceiling(probe: Probe, start_qps: float, steps: int,
                  report: Callable[[float, bool, dict[str, Any]], None] | None = None,
                  ) -> tuple[float, dict[str, Any]]:
-    """Highest passing rate: double from `start_qps` until a probe fails, then bisect.
+    """Highest passing rate: double from `start_qps` until a probe fails (or, if the first
+    fails, halve until one passes, at most `steps` times), then bisect `steps` times.
 
-    Returns (0, {}) if even `start_qps` fails.
+    Returns (0, {}) if nothing passed.
     """
     lo, lo_figures, hi = 0.0, {}, start_qps
 
@@ -109,6 +110,10 @@ def find_ceiling(probe: Probe, start_qps: float, steps: int,
 
     while attempt(hi):
         hi *= 2
+    for _ in range(steps if not lo else 0):
+        if attempt(hi / 2):
+            break
+        hi /= 2
     for _ in range(steps if lo else 0):
         mid = (lo + hi) / 2
         if not attempt(mid):

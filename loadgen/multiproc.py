@@ -10,8 +10,8 @@ windows); the parent merges them exactly and judges the merged run like any
 other, adding `workers` with each process's figures.
 
 Query ids are global (process i issues i, i + N, ...); each process's query
-log goes to RUN_DIR/workers/<i>/, and the parent concatenates them into
-RUN_DIR/queries.bin.
+log (bin and csv) goes to RUN_DIR/workers/<i>/, and the parent appends them
+into RUN_DIR/queries.bin (read it with `querylog.read_binary`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 
 from loadgen.collect import Collector
 from loadgen.errors import SutError
-from loadgen.querylog import BINARY_FILE, KINDS_FILE, QueryLog, read_binary
+from loadgen.querylog import BINARY_FILE, KINDS_FILE, RECORD, QueryLog
 from loadgen.record import summary_ns
 from loadgen.runner import Progress, Runner, RunTimes
 from loadgen.schedule import describe_schedule, partition, plan_queries
@@ -186,20 +186,26 @@ def _sum_progress(parts: Any) -> Progress:
 
 
 def _merge_logs(out_dir: Path, count: int) -> None:
-    """Concatenate the processes' query logs into out_dir/queries.bin, kinds renumbered."""
+    """Append the processes' query logs into out_dir/queries.bin, kinds renumbered.
+
+    Streamed a chunk at a time, so memory stays bounded however long the run.
+    """
     kinds: dict[str, int] = {"ok": 0}
-    parts = []
-    for i in range(count):
-        rows, theirs = read_binary(out_dir / WORKERS_DIR / str(i))
-        recode = np.zeros(max(theirs.values()) + 1, dtype=np.int32)
-        for kind, code in theirs.items():
-            recode[code] = kinds.setdefault(kind, len(kinds))
-        rows = rows.copy()
-        rows["status"] = recode[rows["status"]]
-        parts.append(rows)
-    merged = np.concatenate(parts)
-    merged = merged[np.argsort(merged["query_id"], kind="stable")]
-    (out_dir / BINARY_FILE).write_bytes(merged.tobytes())
+    step = 1 << 20
+    with open(out_dir / BINARY_FILE, "wb") as out:
+        for i in range(count):
+            part_dir = out_dir / WORKERS_DIR / str(i)
+            theirs = json.loads((part_dir / KINDS_FILE).read_text()) if (
+                part_dir / KINDS_FILE).exists() else {"ok": 0}
+            recode = np.zeros(max(theirs.values()) + 1, dtype=np.int32)
+            for kind, code in theirs.items():
+                recode[code] = kinds.setdefault(kind, len(kinds))
+            with open(part_dir / BINARY_FILE, "rb") as src:
+                while chunk := src.read(step * RECORD.itemsize):
+                    whole = len(chunk) // RECORD.itemsize * RECORD.itemsize
+                    rows = np.frombuffer(chunk[:whole], dtype=RECORD).copy()
+                    rows["status"] = recode[rows["status"]]
+                    out.write(rows.tobytes())
     (out_dir / KINDS_FILE).write_text(json.dumps(kinds))
 
 

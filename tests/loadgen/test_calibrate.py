@@ -34,6 +34,13 @@ def test_find_ceiling_doubles_then_bisects():
     assert cal.find_ceiling(_threshold(10)[0], 5000, steps=5) == (0.0, {})
 
 
+def test_find_ceiling_comes_down_when_the_first_rate_fails():
+    probe, calls = _threshold(3000)
+    ceiling, _ = cal.find_ceiling(probe, 8000, steps=4)
+    assert calls[:3] == [8000, 4000, 2000]  # down until one passes, then bisect 2000..4000
+    assert 2875 <= ceiling <= 3000
+
+
 def test_adapter_kinds():
     assert {cal.adapter_kind(s) for s in ("null", "sim:service=exp:1ms", "builtin:mlp")} == {
         "inprocess"}
