@@ -28,11 +28,12 @@ REPORT_FILE = "report.html"
 _MAX_SPECTRA = 6
 _MIN_WINDOWS = 3  # a timeline of fewer windows says nothing
 
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1400px;padding:0 1em;color:#222}
 h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.6em}table{border-collapse:collapse;
-font-size:.85em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+font-size:.85em;display:block;overflow-x:auto}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
 th{background:#f3f3f3}td.l,th.l{text-align:left}.bad{color:#b00}.warn{color:#a60}
-img{max-width:100%;display:block;margin:.5em 0}"""
+img{max-width:100%;display:block;margin:.5em 0}
+.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:0 1.5em}"""
 
 
 def load_kind(path: Path) -> tuple[str, dict[str, Any]]:
@@ -59,7 +60,7 @@ def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
         cells = []
         for c in columns:
             v = row.get(c)
-            text = f"{v:.4g}" if isinstance(v, float) else "" if v is None else str(v)
+            text = f"{v:.6g}" if isinstance(v, float) else "" if v is None else str(v)
             cells.append(f"<td>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
@@ -217,8 +218,11 @@ def build_report(path: Path) -> Path:
     body.append(f"<p>{html.escape(kind)} report of <code>{html.escape(str(root))}</code></p>")
     above, below = _summary(kind, doc)
     body.append(above)
+    body.append('<div class="plots">')
     for title, draw in _draws(kind, doc, root):
-        body.append(f"<h2>{html.escape(title.capitalize())}</h2>{_img(plots.png(draw), title)}")
+        body.append(f"<section><h2>{html.escape(title.capitalize())}</h2>"
+                    f"{_img(plots.png(draw), title)}</section>")
+    body.append("</div>")
     body.append(below)
     page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(lines[0])}</title><style>{_CSS}</style></head>"
