@@ -214,8 +214,8 @@ def render(c: Comparison) -> str:
     """The comparison as text: one line per metric, then the construct check."""
     lines = [f"A: {c.a.label} ({len(c.a.results)} launch(es))",
              f"B: {c.b.label} ({len(c.b.results)} launch(es))", "",
-             (f"{'metric':<16}{'A':>12}{'B':>12}{'B-A':>12}{'rel':>8}  "
-             f"{'95% CI of B-A':<26}{'method':<16}verdict")]
+             (f"{'metric':<16}{'A':>12}{'B':>12}{'B-A':>14}{'rel':>8}  "
+             f"{'95% CI of B-A':<30}{'method':<16}verdict")]
     for m in c.metrics:
         rel = f"{m.rel:+.1%}" if m.rel is not None else "-"
         verdict = "inside noise" if m.noise else ("B higher" if m.diff > 0 else "B lower")
@@ -223,7 +223,7 @@ def render(c: Comparison) -> str:
             verdict = "no interval"
         ci = f"[{_fmt(m.metric, m.low)}, {_fmt(m.metric, m.high)}]"
         lines.append(f"{m.metric:<16}{_fmt(m.metric, m.a):>12}{_fmt(m.metric, m.b):>12}"
-                     f"{_fmt(m.metric, m.diff):>12}{rel:>8}  {ci:<26}{m.method:<16}{verdict}")
+                     f"{_fmt(m.metric, m.diff):>14}{rel:>8}  {ci:<30}{m.method:<16}{verdict}")
     lines.append("")
     if not c.differences:
         lines.append("construct: A and B were run the same way")
