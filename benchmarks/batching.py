@@ -1,0 +1,101 @@
+"""Dynamic batching on CPU: what the serving harness costs, and what batching buys.
+
+Prints, in one run:
+1. Offline throughput of the SUT (`builtin:mlp`, max batch 32) against the raw
+   model's own throughput at batch 32 with the same threads (target >= 0.9x);
+2. the highest Server QPS meeting a p99 SLO with dynamic batching against the
+   same SUT with `max_batch_size=1` (target >= 3x), found by find-peak.
+
+    .venv/bin/python benchmarks/batching.py [--model mlp] [--slo-ms 20] [--budget-s 150]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from loadgen.adapters.registry import make_sut
+from loadgen.api import run_test
+from loadgen.search import SearchConfig, find_peak
+from loadgen.settings import load_settings
+from sut.models import load_model
+from sut.workers import cpu_cores
+
+BATCH = 32
+
+
+def raw_throughput(model: str, seconds: float = 3.0) -> float:
+    """Samples/s of the bare model on batches of 32, laid out like the SUT's CPU workers:
+    one Python thread per core, one intra-op thread each, inference mode."""
+    loaded = load_model(model, {}, seed=0)
+    inputs = loaded.dataset.sample_inputs(np.arange(BATCH))
+    tensors = [torch.from_numpy(np.ascontiguousarray(v)) for v in inputs.values()]
+    module = loaded.module.eval()
+    torch.set_num_threads(1)
+    counts = [0] * cpu_cores()
+    deadline = time.perf_counter() + seconds
+
+    def work(slot: int) -> None:
+        with torch.inference_mode():
+            while time.perf_counter() < deadline:
+                module(*tensors)
+                counts[slot] += BATCH
+
+    with torch.inference_mode():
+        for _ in range(20):
+            module(*tensors)
+    start = time.perf_counter()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(counts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.perf_counter() - start)
+
+
+def offline_throughput(model: str) -> float:
+    settings = load_settings(None, ["scenario='Offline'", "preset='dev'", "target_qps=40000",
+                                    "min_duration_s=3", "warmup_s=0"])
+    result = run_test(settings, make_sut(f"builtin:{model},max_batch_size={BATCH}"))
+    return float(result["samples_per_s"])
+
+
+def server_peak(spec: str, slo_ms: float, budget_s: float, out: Path) -> dict:
+    settings = load_settings(None, [
+        "preset='dev'", f"target_latency_ms={slo_ms}", "min_duration_s=3",
+        "min_query_count=2000", "warmup_s=0.5", "max_issue_lag_ms=5"])
+    cfg = SearchConfig(start_qps=250, repeats=1, min_queries=2000, tolerance=0.05)
+    return find_peak(settings, spec, out, cfg, budget_s=budget_s)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="mlp")
+    parser.add_argument("--slo-ms", type=float, default=20.0)
+    parser.add_argument("--budget-s", type=float, default=150.0, help="per find-peak")
+    args = parser.parse_args()
+    raw = raw_throughput(args.model)
+    sut = offline_throughput(args.model)
+    print(f"Offline, {args.model}, batch {BATCH}: SUT {sut:,.0f} samples/s, raw model "
+          f"{raw:,.0f} samples/s, ratio {sut / raw:.2f}x (target >= 0.9x)")
+    with tempfile.TemporaryDirectory() as tmp:
+        batched = server_peak(f"builtin:{args.model},max_batch_size={BATCH},"
+                              "max_queue_delay_us=2000", args.slo_ms, args.budget_s,
+                              Path(tmp) / "batched")
+        single = server_peak(f"builtin:{args.model},max_batch_size=1", args.slo_ms,
+                             args.budget_s, Path(tmp) / "single")
+    b, s = batched["peak_qps"] or 0.0, single["peak_qps"] or 0.0
+    print(f"Server peak at p99 <= {args.slo_ms:g} ms: dynamic batching {b:,.0f} QPS "
+          f"(bracket {batched['bracket']}), max_batch_size=1 {s:,.0f} QPS "
+          f"(bracket {single['bracket']}), ratio {b / s if s else float('nan'):.2f}x "
+          "(target >= 3x)")
+
+
+if __name__ == "__main__":
+    main()
