@@ -12,7 +12,7 @@ pytestmark = pytest.mark.functional
 
 LOADGEN = [sys.executable, "-m", "loadgen.cli"]
 DEV = ["--set", "preset='dev'", "--set", "min_duration_s=0.5", "--set", "min_query_count=500",
-       "--set", "target_qps=1000"]
+       "--set", "target_qps=1000", "--set", "max_issue_lag_ms=50"]
 
 
 def _run(*args, timeout=60):
