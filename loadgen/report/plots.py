@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from loadgen.record import percentile_ns
 
@@ -110,6 +110,9 @@ def draw_latency_vs_load(ax: Axes, points: Sequence[LoadPoint], slo_ns: float | 
     if k is not None:
         ax.axvline(k, color="grey", linestyle="--", linewidth=1, label=f"knee {k:.5g}")
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("latency (ms); x = INVALID")
     ax.set_title("Latency against load")
