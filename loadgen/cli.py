@@ -1,6 +1,8 @@
 """The `loadgen` command: parse, build settings and SUT, call the library, report, exit.
 
-Exit codes: 0 VALID, 1 INVALID, 2 bad usage or settings, 3 the run failed (SUT error).
+Exit codes: 0 VALID (find-peak: some rate passed), 1 INVALID (find-peak: none did),
+2 bad usage or settings, 3 the run failed (SUT error), 4 `compare` found a construct
+mismatch.
 """
 
 from __future__ import annotations
