@@ -4,7 +4,10 @@ For each, the highest target QPS whose Server run stays VALID (same SLO, same
 minimum duration) is found by doubling then bisection (`calibrate.find_ceiling`),
 and its p50 latency and issue lag are printed with the ratios, measured in the
 same run. Two load processes split one schedule round robin (`--workers 2`);
-on a 2-core machine the target is at least 1.8x one process.
+on a 2-core machine the target is at least 1.8x one process. Because a VALID
+ceiling needs a clean p99 issue lag, which any other busy process on the host
+spoils, the raw issue rate is printed too: a schedule far faster than the
+harness, issued back to back, queries per second of wall time.
 
     .venv/bin/python benchmarks/issue_capacity.py [--duration 3] [--steps 5] [--no-mlperf]
 """
@@ -42,6 +45,19 @@ def loadgen_probe(qps: float, duration_s: float, workers: int = 1
     if workers > 1:
         return _figures(run_workers(settings, "null"))
     return _figures(run_loop(run_async(settings, NullSut())))
+
+
+def saturated_qps(workers: int, queries: int) -> tuple[float, str]:
+    """Queries per second issued (and answered) when the schedule is always ahead, and
+    how much of a core each load process got."""
+    settings = load_settings(None, [
+        "preset='dev'", "target_qps=1e8", "target_latency_ms=1000", "min_duration_s=0",
+        f"min_query_count={queries}", "warmup_s=0", "max_issue_lag_ms=1e9",
+        f"workers={workers}"])
+    r = (run_workers(settings, "null") if workers > 1
+         else run_loop(run_async(settings, NullSut())))
+    shares = [w["cpu_share"] for w in r.get("workers", {}).get("per_worker", [])]
+    return float(r["qps_completed"]), " ".join(f"{x:.0%}" for x in shares)
 
 
 def loadgen2_probe(qps: float, duration_s: float) -> tuple[bool, dict[str, float]]:
@@ -101,7 +117,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="bisection steps")
     parser.add_argument("--start", type=float, default=20000.0, help="first QPS probed")
     parser.add_argument("--no-mlperf", action="store_true", help="skip MLCommons' LoadGen")
+    parser.add_argument("--saturate", type=int, default=600_000,
+                        help="queries in the raw issue-rate runs")
     args = parser.parse_args()
+    (one_raw, _), (two_raw, shares) = (saturated_qps(w, args.saturate) for w in (1, 2))
+    print(f"raw issue rate (null SUT, {args.saturate} queries back to back): 1 process "
+          f"{one_raw:.0f} QPS, 2 processes {two_raw:.0f} QPS (CPU share of each: {shares}), "
+          f"ratio {two_raw / one_raw:.2f}x", flush=True)
     print(f"null SUT, Server, p99 SLO {SLO_MS} ms, {args.duration} s per probe")
     one, one_fig = peak(loadgen_probe, args.start, args.duration, args.steps)
     two, two_fig = peak(loadgen2_probe, args.start, args.duration, args.steps)

@@ -52,12 +52,18 @@ WORKERS_DIR = "workers"
 
 
 def workers_warning(settings: TestSettings, spec: str) -> str | None:
-    """Several processes with an in-process model mean one model per process: say so."""
-    if settings.workers > 1 and spec.startswith("builtin:"):
-        return (f"{settings.workers} load processes with the in-process builtin SUT load "
-                f"{settings.workers} separate models, one per process: this measures "
-                f"{settings.workers} servers, not one")
-    return None
+    """What to say before a run with several load processes: one model per process with
+    the builtin SUT, and no core left over when there are as many processes as cores."""
+    n, cores = settings.workers, os.cpu_count() or 1
+    said = []
+    if n > 1 and spec.startswith("builtin:"):
+        said.append(f"{n} load processes with the in-process builtin SUT load {n} separate "
+                    f"models, one per process: this measures {n} servers, not one")
+    if n > 1 and n >= cores:
+        said.append(f"{n} load processes on {cores} cores: each spins to keep its schedule, "
+                    "so no core is left for the SUT or anything else and the issue lag will "
+                    f"spike; use at most {max(cores - 1, 1)}")
+    return "; ".join(said) or None
 
 
 def _collector(settings: TestSettings) -> Collector:
@@ -87,14 +93,16 @@ async def _work(settings: TestSettings, spec: str, index: int, conn: Connection,
         collector.log = QueryLog(log_dir)
     conn.send(("ready", sut.describe()))
     start_ns = await loop.run_in_executor(None, conn.recv)
+    cpu_s = time.process_time()
     try:
         times = await runner.run(start_at_ns=start_ns)
+        cpu_s = time.process_time() - cpu_s
     finally:
         gc.unfreeze()
         if collector.log is not None:
             collector.log.close()
         await sut.stop()
-    conn.send(("done", collector.tally().encode(), times))
+    conn.send(("done", collector.tally().encode(), times, cpu_s))
 
 
 def _worker(settings: TestSettings, spec: str, index: int, conn: Connection,
@@ -215,11 +223,15 @@ def _merged_times(times: Sequence[RunTimes]) -> RunTimes:
                     any(t.interrupted for t in times), sum(t.unfinished for t in times))
 
 
-def _per_worker(i: int, t: Tally, times: RunTimes) -> dict[str, Any]:
+def _per_worker(i: int, t: Tally, times: RunTimes, cpu_s: float) -> dict[str, Any]:
+    """One process's figures; a `cpu_share` well below 1 at high rates means it did not
+    get a core to itself (the host is busy, or has fewer cores than load processes)."""
     lag, latency = summary_ns(t.histograms["issue_lag_ns"]), summary_ns(t.histograms["latency_ns"])
     span_s = max((times.issue_end_ns - times.measure_start_ns) / 1e9, 1e-9)
+    wall_s = max((times.end_ns - times.start_ns) / 1e9, 1e-9)
     return {"index": i, "queries": t.queries, "errors": sum(t.errors_by_kind.values()),
             "qps_scheduled": lag["count"] / span_s,
+            "cpu_s": round(cpu_s, 3), "cpu_share": round(cpu_s / wall_s, 3),
             "issue_lag_ns": {"p50": lag["p50"], "p99": lag["p99"], "max": lag["max"]},
             "latency_ns": {"p50": latency["p50"], "p99": latency["p99"]}}
 
@@ -251,8 +263,8 @@ def run_workers(settings: TestSettings, spec: str, out_dir: Path | None = None,
     stats = summarize(settings, merged, merged_times)
     verdict = evaluate(settings, stats, (), tuple(warnings))
     workers = {"count": settings.workers, "split": "round-robin of the global schedule",
-               "per_worker": [_per_worker(i, t, rt)
-                              for i, (t, rt) in enumerate(zip(tallies, times, strict=True))]}
+               "per_worker": [_per_worker(i, t, rt, body[2]) for i, (t, rt, body)
+                              in enumerate(zip(tallies, times, done, strict=True))]}
     result = build_result(settings, stats, verdict, described[0][0], environment(),
                           {"schedule": describe_schedule(settings), "workers": workers})
     if out_dir is not None:

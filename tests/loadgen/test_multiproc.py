@@ -68,11 +68,13 @@ def test_one_issuer_scenarios_refuse_several_workers():
         run_loop(run_async(s, NullSut()))
 
 
-def test_builtin_with_several_workers_warns():
+def test_builtin_and_too_many_workers_warn(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
     s = load_settings(None, [*DEV, "workers=3"])
     assert "3 separate models" in workers_warning(s, "builtin:mlp")
     assert workers_warning(s, "null") is None
     assert workers_warning(dataclasses.replace(s, workers=1), "builtin:mlp") is None
+    assert "use at most 7" in workers_warning(dataclasses.replace(s, workers=8), "null")
 
 
 def test_two_workers_on_the_null_sut_make_one_ordinary_result(tmp_path):
@@ -82,6 +84,7 @@ def test_two_workers_on_the_null_sut_make_one_ordinary_result(tmp_path):
     assert set(r) - set(single) == {"workers"} and set(single) <= set(r)
     assert r["workers"]["count"] == 2 and len(r["workers"]["per_worker"]) == 2
     assert sum(w["queries"] for w in r["workers"]["per_worker"]) == r["queries"]
+    assert all(w["cpu_s"] > 0 and 0 < w["cpu_share"] < 1.5 for w in r["workers"]["per_worker"])
     assert r["queries"] == single["queries"] > 800  # the same plan, whoever issues it
     assert r["errors"] == 0 and r["unfinished"] == 0
     assert r["schedule"]["sha256"] == single["schedule"]["sha256"]
