@@ -149,6 +149,8 @@ class Runner:
                 now = clock()
                 if due > now:
                     await self._pump(due, _never)
+                    if self._stop:  # interrupted while waiting: not due yet, not issued
+                        return
                     in_a_row = 0
                 elif in_a_row >= YIELD_EVERY:
                     self._housekeeping(now)
