@@ -14,13 +14,19 @@ from typing import Any, Protocol, TypeVar
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.collect import Collector
 from loadgen.errors import SettingsError, SutError
+from loadgen.qsl import accuracy_queries
 from loadgen.querylog import QueryLog
-from loadgen.qsl import QuerySampleLibrary, accuracy_queries
 from loadgen.report.environment import environment
 from loadgen.report.result import build_result, write_result
 from loadgen.report.summary import write_summary
 from loadgen.runner import Progress, Runner
-from loadgen.schedule import describe_schedule, is_open_loop, plan_queries, save_schedule
+from loadgen.schedule import (
+    describe_schedule,
+    is_open_loop,
+    library,
+    plan_queries,
+    save_schedule,
+)
 from loadgen.settings import TestSettings
 from loadgen.stats import summarize
 from loadgen.verdict import evaluate
@@ -31,13 +37,14 @@ __all__ = ["Monitor", "print_progress", "run_async", "run_loop", "run_test", "sa
 T = TypeVar("T")
 
 
-def _accuracy(settings: TestSettings, sut: SystemUnderTest, collector: Collector,
-              queries: list[Any]) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+def _accuracy(settings: TestSettings, sut: SystemUnderTest,
+              collector: Collector) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
     score = getattr(sut, "score", None)
     if settings.mode != "accuracy":
         return None, ()
     if score is None or collector.outputs is None:
         return None, (f"accuracy mode: SUT {sut.name!r} cannot score its outputs",)
+    queries = accuracy_queries(library(settings), settings.samples_per_query)
     value, samples = score(queries, collector.outputs)
     figures = {"value": value, "target": settings.accuracy_target, "samples": samples}
     if value < settings.accuracy_target:
@@ -74,8 +81,6 @@ async def run_async(settings: TestSettings, sut: SystemUnderTest,
                           keep_outputs=settings.mode == "accuracy",
                           windows=windows_for(settings, slo_ns))
     offsets, samples = plan_queries(settings)
-    queries = (QuerySampleLibrary(settings.total_sample_count, settings.performance_sample_count,
-                                  settings.qsl_rng_seed), settings.samples_per_query)
     runner = Runner(settings, sut, collector, offsets, samples, progress)
     collector.on_finish = runner.query_finished
     try:
@@ -101,8 +106,7 @@ async def run_async(settings: TestSettings, sut: SystemUnderTest,
             loop.remove_signal_handler(signal.SIGINT)
         await sut.stop()
     stats = summarize(settings, collector.tally(), times)
-    accuracy, extra = _accuracy(settings, sut, collector,
-                                accuracy_queries(*queries) if settings.mode == "accuracy" else [])
+    accuracy, extra = _accuracy(settings, sut, collector)
     verdict = evaluate(settings, stats, extra, tuple(warnings))
     result = build_result(settings, stats, verdict, sut.describe(), environment(),
                           {"schedule": describe_schedule(settings)}

@@ -30,6 +30,7 @@ __all__ = [
     "CHUNK",
     "describe_schedule",
     "is_open_loop",
+    "library",
     "open_loop_offsets",
     "partition",
     "plan_queries",
@@ -94,10 +95,15 @@ def is_open_loop(settings: TestSettings) -> bool:
                 or settings.mode == "accuracy")
 
 
+def library(settings: TestSettings) -> QuerySampleLibrary:
+    """The query sample library a test definition describes."""
+    return QuerySampleLibrary(settings.total_sample_count, settings.performance_sample_count,
+                              settings.qsl_rng_seed)
+
+
 def plan_queries(settings: TestSettings) -> Plan:
     """(offset chunks or None for closed loop and Offline, matching sample chunks)."""
-    qsl = QuerySampleLibrary(settings.total_sample_count, settings.performance_sample_count,
-                             settings.qsl_rng_seed)
+    qsl = library(settings)
     if settings.mode == "accuracy":
         return None, iter([accuracy_queries(qsl, settings.samples_per_query)])
     if settings.scenario is Scenario.OFFLINE:

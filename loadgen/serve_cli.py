@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from loadgen.adapters.registry import parse_options
+from loadgen.adapters.base import parse_options
 
 __all__ = ["add_parser"]
 

@@ -19,7 +19,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["CompletionSink", "SystemUnderTest", "Timers"]
+from loadgen.errors import SutSpecError
+
+__all__ = ["CompletionSink", "SystemUnderTest", "Timers", "parse_options"]
 
 
 class CompletionSink(Protocol):
@@ -62,3 +64,15 @@ class SystemUnderTest(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """Conditions for the result: model, device, precision, batch settings, endpoint."""
+
+
+def parse_options(text: str) -> dict[str, str]:
+    """The options of a `--sut` SPEC: 'a=1,b=x' -> {'a': '1', 'b': 'x'}; a bare word is an
+    error naming it."""
+    options: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise SutSpecError(f"{part!r}: expected key=value")
+        options[key.strip()] = value.strip()
+    return options

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.adapters.base import CompletionSink, Timers
+from loadgen.adapters.base import CompletionSink, Timers, parse_options
 from loadgen.errors import SutError, SutSpecError
 from sut import errors as sut_errors
 from sut.service import InferenceService, InferResult, build_service
@@ -82,12 +82,10 @@ class InProcessSut:
         if not spec.startswith(_PREFIX):
             raise SutSpecError(f"--sut {spec!r}: expected builtin:MODEL[,key=value...]")
         model, _, rest = spec[len(_PREFIX):].partition(",")
-        options: dict[str, str] = {}
-        for part in filter(None, (p.strip() for p in rest.split(","))):
-            key, sep, value = part.partition("=")
-            if not sep or not key.strip():
-                raise SutSpecError(f"--sut {spec!r}: {part!r} is not key=value")
-            options[key.strip()] = value.strip()
+        try:
+            options = parse_options(rest)
+        except SutSpecError as exc:
+            raise SutSpecError(f"--sut {spec!r}: {exc}") from None
         if not model:
             raise SutSpecError(f"--sut {spec!r}: no model named")
         try:

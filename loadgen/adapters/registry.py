@@ -9,23 +9,12 @@
 
 from __future__ import annotations
 
-from loadgen.adapters.base import SystemUnderTest
+from loadgen.adapters.base import SystemUnderTest, parse_options
 from loadgen.adapters.null import NullSut
 from loadgen.adapters.sim import SimSut
 from loadgen.errors import SutSpecError
 
-__all__ = ["make_sut", "parse_options"]
-
-
-def parse_options(text: str) -> dict[str, str]:
-    """'a=1,b=x' -> {'a': '1', 'b': 'x'}; a bare word is an error naming it."""
-    options: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise SutSpecError(f"{part!r}: expected key=value")
-        options[key.strip()] = value.strip()
-    return options
+__all__ = ["make_sut"]
 
 
 def make_sut(spec: str) -> SystemUnderTest:
