@@ -6,9 +6,12 @@ counts are sized from seeded offline simulations of the same queues: at
 utilisation 0.6, 400k queries spread the mean by < 0.7% and p99 by < 2% across
 seeds; at 0.8 that takes 1.6M (Lindley's recursion, 4 seeds each).
 
-The comparison needs Poisson arrivals actually delivered: a run whose issue lag
-broke the schedule is INVALID by the engine's own rule, and then this test is
-skipped with the measured lag rather than compared against a queue it never fed.
+The comparison needs Poisson arrivals actually delivered. A stall of a few
+hundred us is several service times and clumps arrivals into bursts (seen: means
+20-30% high with p99 lag under 0.5 ms), so a run counts only when its p99 issue
+lag is within 10% of the service time; otherwise it is INVALID by the engine's own
+rule and this test is skipped with the measured lag rather than compared against a
+queue it never fed.
 """
 
 import pytest
@@ -19,6 +22,7 @@ from loadgen.settings import load_settings
 from tests.loadgen import queueing
 
 SERVICE_S = 50e-6
+MAX_LAG_MS = 0.1 * SERVICE_S * 1e3  # p99 issue lag within 10% of a service time
 QUERIES = {0.6: 400_000, 0.8: 1_600_000}
 
 pytestmark = pytest.mark.slow
@@ -28,7 +32,7 @@ def _run(kind: str, servers: int, rho: float) -> dict:
     rate = rho * servers / SERVICE_S
     settings = load_settings(None, [
         "preset='dev'", f"target_qps={rate}", "target_latency_ms=100", "min_duration_s=0",
-        f"min_query_count={QUERIES[rho]}", "warmup_s=0.5", "max_issue_lag_ms=0.5"])
+        f"min_query_count={QUERIES[rho]}", "warmup_s=0.5", f"max_issue_lag_ms={MAX_LAG_MS}"])
     sut = SimSut(ServiceTime(kind, int(SERVICE_S * 1e9)), servers=servers, seed=11)
     result = run_loop(run_async(settings, sut))
     if any("issue lag" in r for r in result["reasons"]):  # the rest would be its consequence
