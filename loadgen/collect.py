@@ -14,13 +14,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from loadgen.querylog import QueryLog
-from loadgen.record import Recorder
+from loadgen.record import FLUSH_SLICE, Recorder
 from loadgen.tally import Tally
 from loadgen.windows import WindowedRecorder, Windows
 
-__all__ = ["MAX_ERROR_KINDS", "Collector"]
+__all__ = ["MAX_ERROR_KINDS", "TIDY_AT", "Collector"]
 
 MAX_ERROR_KINDS = 64
+TIDY_AT = FLUSH_SLICE  # `tidy` records a slice of a buffer holding at least this many values
 _OTHER = "other"
 
 
@@ -44,6 +45,8 @@ class Collector:
         self.windows = windows if windows is not None else Windows(1_000_000_000, slo_ns)
         self.query_latency = WindowedRecorder(self.windows)  # also fills the windows
         self.components: dict[str, Recorder] = {}
+        self._recorders = [self.latency, self.service_latency, self.issue_lag,
+                           self.query_latency]  # and each component's, as it appears
         self.batch_sizes: collections.Counter[int] = collections.Counter()
         self.errors_by_kind: collections.Counter[str] = collections.Counter()
         self.outputs: dict[int, Any] | None = {} if keep_outputs else None
@@ -151,6 +154,25 @@ class Collector:
             self.failed(query_id, now_ns, kind)
         return len(left)
 
+    def tidy(self) -> bool:
+        """Record a slice of the fullest buffer if it holds at least `TIDY_AT` values.
+
+        The engine calls this when it has slack before the next issue time, so
+        buffers seldom fill up and flush on the spot; False if none needed it.
+        """
+        fullest, most = None, TIDY_AT - 1
+        for recorder in self._recorders:
+            if recorder.pending > most:
+                fullest, most = recorder, recorder.pending
+        log = self.log
+        if log is not None and log.pending > most:
+            log.flush()
+            return True
+        if fullest is None:
+            return False
+        fullest.flush_some()
+        return True
+
     def tally(self) -> Tally:
         """The run's figures, once it has ended."""
         recorders = [self.latency, self.service_latency, self.issue_lag, self.query_latency]
@@ -180,6 +202,7 @@ class Collector:
             recorder = self.components.get(name)
             if recorder is None:
                 recorder = self.components[name] = Recorder()
+                self._recorders.append(recorder)
             recorder.add(int(value))
 
     def _count_error(self, kind: str, measured: bool) -> None:

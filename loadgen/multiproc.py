@@ -87,6 +87,7 @@ async def _work(settings: TestSettings, spec: str, index: int, conn: Connection,
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, runner.interrupt)
+    runner.plan_ahead()  # before "ready", so planning does not eat the start margin
     gc.collect()
     gc.freeze()  # as in run_async; done before "ready" so the start is not late
     if log_dir is not None:

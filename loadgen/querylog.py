@@ -1,8 +1,9 @@
 """The per-query log: every query's stamps, streamed to disk as the run goes.
 
 During the run rows go to `queries.bin` in fixed little-endian records (no
-formatting on the hot path; appended every `FLUSH_ROWS` rows and on each
-progress tick, so a crash or Ctrl-C keeps all but the last moments). At the
+formatting on the hot path; appended whenever the engine has slack and a
+thousand or so rows wait, on each progress tick, and at the latest every
+`FLUSH_ROWS` rows, so a crash or Ctrl-C keeps all but the last moments). At the
 end `queries.csv` is written from it:
 
     query_id, scheduled_ns, sent_ns, done_ns, status
@@ -24,7 +25,7 @@ __all__ = ["BINARY_FILE", "CSV_FILE", "FLUSH_ROWS", "RECORD", "QueryLog", "read_
 BINARY_FILE = "queries.bin"
 CSV_FILE = "queries.csv"
 KINDS_FILE = "queries.kinds.json"
-FLUSH_ROWS = 8192
+FLUSH_ROWS = 16_384  # rows buffered at most (~600 KB)
 RECORD = np.dtype([("query_id", "<i8"), ("scheduled_ns", "<i8"), ("sent_ns", "<i8"),
                    ("done_ns", "<i8"), ("status", "<i4")])
 
@@ -40,6 +41,7 @@ class QueryLog:
         self._cols = [array.array("q") for _ in range(4)]
         self._status = array.array("i")
         self._kinds: dict[str, int] = {"ok": 0}
+        self._kinds_saved = 0
         self.rows = 0
 
     def add(self, query_id: int, scheduled_ns: int, sent_ns: int, done_ns: int,
@@ -57,6 +59,11 @@ class QueryLog:
         if len(ids) >= FLUSH_ROWS:
             self.flush()
 
+    @property
+    def pending(self) -> int:
+        """Rows buffered and not yet on disk."""
+        return len(self._status)
+
     def flush(self) -> None:
         """Append buffered rows to disk."""
         n = len(self._status)
@@ -70,10 +77,12 @@ class QueryLog:
             rows[name] -= self.origin_ns
         rows["status"] = np.frombuffer(self._status, dtype=np.int32)
         del self._status[:]
-        self._file.write(rows.tobytes())
+        self._file.write(rows.data)
         self._file.flush()
         self.rows += n
-        (self.out_dir / KINDS_FILE).write_text(json.dumps(self._kinds))
+        if len(self._kinds) != self._kinds_saved:  # a new error kind: its name must survive
+            (self.out_dir / KINDS_FILE).write_text(json.dumps(self._kinds))
+            self._kinds_saved = len(self._kinds)
 
     def close(self) -> Path:
         """Flush, close, and write `queries.csv` chunk by chunk; returns its path."""

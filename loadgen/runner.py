@@ -6,6 +6,12 @@ query at its scheduled time whatever is still in flight; closed loop
 one completes, scheduled at that completion's stamped time. asyncio's timers
 are about 1 ms coarse, so waits end `SPIN_WINDOW_NS` early and the rest is a
 yielding spin; the SUT's own timers (`call_at_ns`) are served the same way.
+
+Bulk work is kept off issue times. The schedule is planned ahead before the
+clock starts (up to `PLAN_AHEAD_VALUES` offsets and sample indices; a longer
+run plans the rest in slack of at least `PLAN_SLACK_NS`). The recorders'
+buffers are flushed a slice at a time in slack of at least `TIDY_SLACK_NS`;
+only a buffer that fills up in a run with no slack flushes on the spot.
 """
 
 from __future__ import annotations
@@ -24,10 +30,13 @@ from loadgen.adapters.base import SystemUnderTest
 from loadgen.collect import Collector
 from loadgen.settings import Scenario, TestSettings
 
-__all__ = ["PROGRESS_EVERY_NS", "Progress", "RunTimes", "Runner"]
+__all__ = ["PLAN_AHEAD_VALUES", "PROGRESS_EVERY_NS", "Progress", "RunTimes", "Runner"]
 
 SPIN_WINDOW_NS = 2_000_000
 BUSY_WAIT_NS = 10_000
+TIDY_SLACK_NS = 300_000  # a buffer slice takes ~20 us, several times that when cold
+PLAN_SLACK_NS = 300_000  # a chunk of the plan takes ~50 us, up to ~250 us when cold
+PLAN_AHEAD_VALUES = 1 << 22  # int64s planned ahead (32 MB): all of a 2M-query Server run
 YIELD_EVERY = 64
 PROGRESS_EVERY_NS = 2_000_000_000
 _FAR_NS = 50_000_000
@@ -85,6 +94,10 @@ class Runner:
         self._ids = itertools.count(first_id, id_step)  # several processes number apart
         self._start_ns = 0
         self._next_progress_ns = 0
+        self._t0 = 0  # open loop: the clock origin of the plan's offsets
+        self._ahead: collections.deque[tuple[np.ndarray, np.ndarray]] = collections.deque()
+        self._ahead_queries = 0
+        self._ahead_limit = PLAN_AHEAD_VALUES // (1 + settings.samples_per_query)
 
     # -- services for the SUT and the collector ---------------------------------------------
 
@@ -114,9 +127,7 @@ class Runner:
         """
         s = self.settings
         clock = time.perf_counter_ns
-        if self._offsets is not None:  # build the first chunk before the clock starts
-            first = next(self._offsets, None)
-            self._offsets = itertools.chain([] if first is None else [first], self._offsets)
+        self.plan_ahead()
         if start_at_ns is not None:
             self._start_ns, self._next_progress_ns = start_at_ns, start_at_ns + PROGRESS_EVERY_NS
             await self._pump(start_at_ns, _never)
@@ -137,13 +148,18 @@ class Runner:
         unfinished = self.collector.abandon(end) if self.collector.in_flight else 0
         return RunTimes(t0, measure_start, issue_end, end, self._stop, unfinished)
 
+    def plan_ahead(self) -> None:
+        """Plan the open-loop schedule ahead, up to the limit (call before the clock starts)."""
+        while self._ahead_queries < self._ahead_limit and self._plan_chunk():
+            pass
+
     async def _issue_open(self, t0: int, measure_start: int) -> None:
-        assert self._offsets is not None
         clock = time.perf_counter_ns
         in_a_row = 0
-        for offsets in self._offsets:
-            rows = next(self._samples)
-            for i, due in enumerate((offsets + t0).tolist()):
+        self._t0 = t0
+        while (chunk := self._take_chunk()) is not None:
+            dues, rows = chunk
+            for i, due in enumerate(dues):
                 if self._stop:
                     return
                 now = clock()
@@ -197,6 +213,31 @@ class Runner:
         """A slot is free, or nothing is in flight that could free one."""
         return bool(self._ready) or self.collector.in_flight == 0
 
+    def _take_chunk(self) -> tuple[list[int], np.ndarray] | None:
+        """The next chunk of the plan: due times (perf_counter ns) and sample rows."""
+        if not self._ahead and not self._plan_chunk():
+            return None
+        offsets, rows = self._ahead.popleft()
+        self._ahead_queries -= offsets.size
+        return (offsets + self._t0).tolist(), rows
+
+    def _plan_chunk(self) -> bool:
+        """Plan one more chunk of the open-loop schedule; False once it is spent."""
+        offsets = None if self._offsets is None else next(self._offsets, None)
+        if offsets is None:
+            self._offsets = None
+            return False
+        self._ahead.append((offsets, next(self._samples)))
+        self._ahead_queries += offsets.size
+        return True
+
+    def _tidy(self, slack_ns: int) -> bool:
+        """Do one piece of bulk work that fits the slack; False when there is none."""
+        if slack_ns > TIDY_SLACK_NS and self.collector.tidy():
+            return True
+        return (slack_ns > PLAN_SLACK_NS and self._offsets is not None
+                and self._ahead_queries < self._ahead_limit and self._plan_chunk())
+
     def _samples_rows(self) -> Iterator[np.ndarray]:
         for chunk in self._samples:
             yield from chunk
@@ -234,6 +275,8 @@ class Runner:
             if self._timers and self._timers[0][0] < target:
                 target = self._timers[0][0]
             remaining = target - now
+            if remaining > TIDY_SLACK_NS and self._tidy(remaining):
+                continue
             if remaining > SPIN_WINDOW_NS:
                 await self._sleep((remaining - SPIN_WINDOW_NS) / 1e9)
             elif remaining > BUSY_WAIT_NS:

@@ -9,7 +9,7 @@ memory stays bounded however long the run.
 
 On the hot path the collector's query-latency recorder is a `WindowedRecorder`:
 beside each latency it buffers the scheduled time (one more array store), and
-each flush files the whole buffer into its windows with numpy. It subclasses
+each flush step files its slice of the buffer into the windows with numpy. It subclasses
 `record.Recorder` and shares its buffer, so it leans on that class's layout.
 """
 
@@ -210,11 +210,12 @@ class Windows:
 class WindowedRecorder(Recorder):
     """A `Recorder` whose values also land in the window of their scheduled time."""
 
-    __slots__ = ("_when", "windows")
+    __slots__ = ("_when", "_whens", "windows")
 
     def __init__(self, windows: Windows) -> None:
         super().__init__()
         self._when = array.array("q", bytes(8 * BUFFER_CAPACITY))
+        self._whens = np.frombuffer(self._when, dtype=np.int64)
         self.windows = windows
 
     def add(self, value: int) -> None:
@@ -233,14 +234,13 @@ class WindowedRecorder(Recorder):
         n += 1
         self._n = n
         if n == BUFFER_CAPACITY:
-            self.flush()
+            self.flush_some()
 
-    def flush(self) -> None:
-        """File the buffer into the windows, then into the histogram."""
-        if self._n:
-            when = np.frombuffer(self._when, dtype=np.int64, count=self._n)
-            self.windows.file(when, np.frombuffer(self._buf, dtype=np.int64, count=self._n))
-        super().flush()
+    def _record(self, start: int, stop: int) -> None:
+        """File the values into the windows, then into the histogram."""
+        if stop > start:
+            self.windows.file(self._whens[start:stop], self._values[start:stop])
+        super()._record(start, stop)
 
 
 def windows_for(settings: TestSettings, slo_ns: int) -> Windows:

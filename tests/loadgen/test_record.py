@@ -143,6 +143,22 @@ def test_summary() -> None:
     assert set(record.summary_ns(new_histogram()).values()) == {0}
 
 
+def test_flush_some_records_one_slice_and_keeps_the_rest() -> None:
+    values = lognormal(record.FLUSH_SLICE * 2 + 100, seed=8)
+    rec = Recorder()
+    for value in values.tolist():
+        rec.add(value)
+    rec.flush_some()
+    assert rec.pending == values.size - record.FLUSH_SLICE
+    assert rec._hist.total_count == record.FLUSH_SLICE  # only the slice reached the histogram
+    while rec.pending:
+        rec.flush_some()
+    want = new_histogram()
+    record_array(want, values)
+    assert np.array_equal(record._counts(rec.histogram), record._counts(want))
+    assert (rec.histogram.min_value, rec.histogram.max_value) == (want.min_value, want.max_value)
+
+
 def test_recorder_bounded_buffer_and_counts() -> None:
     values = lognormal(1_000_000, seed=6).tolist()
     rec = Recorder()

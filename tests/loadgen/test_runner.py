@@ -115,3 +115,22 @@ def test_warmup_queries_are_not_measured():
              "min_query_count=10")
     assert len(sut.issued) > r["queries"] + 100
     assert not any("no warm-up" in w for w in r["warnings"])
+
+
+def test_a_plan_longer_than_planned_ahead_is_issued_whole_and_in_order(tmp_path, monkeypatch):
+    from loadgen import runner
+    from loadgen.arrivals import arrival_for
+    from loadgen.querylog import read_binary
+    from loadgen.schedule import open_loop_offsets
+
+    monkeypatch.setattr(runner, "PLAN_AHEAD_VALUES", 4096)  # 2048 one-sample queries ahead
+    settings = load_settings(None, ["preset='dev'", "target_qps=20000", "target_latency_ms=50",
+                                    "min_duration_s=0.4", "warmup_s=0", "min_query_count=100",
+                                    "max_issue_lag_ms=1000"])
+    r = run_loop(run_async(settings, NullSut(), log_dir=tmp_path))
+    want = np.concatenate(list(open_loop_offsets(arrival_for(settings), settings)))
+    assert want.size > 3 * 2048
+    rows, _ = read_binary(tmp_path)
+    assert np.array_equal(rows["query_id"], np.arange(want.size))
+    assert np.array_equal(rows["scheduled_ns"], want)  # relative to the run's start
+    assert r["queries"] == want.size

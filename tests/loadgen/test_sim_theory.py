@@ -1,16 +1,22 @@
 """The sim SUT through the whole engine agrees with queueing theory.
 
-Service time 50 us keeps runs short while the harness's issue lag (about 1 us
-on a quiet machine) stays small against sojourn times of 60-250 us. Query
-counts are sized from seeded offline simulations of the same queues: at
-utilisation 0.6, 400k queries spread the mean by < 0.7% and p99 by < 2% across
-seeds; at 0.8 that takes 1.6M (Lindley's recursion, 4 seeds each).
+Theory's sojourn time runs from a query's arrival at the queue, which for the
+sim is when the engine sent it: `service_latency_ns`. (`latency_ns` adds the
+issue lag on top: every query's latency from schedule is its lag plus its
+sojourn, which is checked too.) Query counts are sized from seeded offline
+simulations of the same queues: at utilisation 0.6, 400k queries spread the
+mean by < 0.7% and p99 by < 2% across seeds; at 0.8 that takes 1.6M
+(Lindley's recursion, 4 seeds each).
 
-The comparison needs Poisson arrivals actually delivered. A stall of a few
-hundred us is several service times and clumps arrivals into bursts (seen: means
-20-30% high with p99 lag under 0.5 ms), so a run counts only when its p99 issue
-lag is within 10% of the service time; otherwise it is INVALID by the engine's own
-rule and this test is skipped with the measured lag rather than compared against a
+The comparison needs Poisson arrivals actually delivered. The mean is moved by
+the rare long issue lags, not the common short ones: replaying one measured
+run's lags through Lindley's recursion (M/D/1, rho 0.6, 50 us service), lags
+clipped at 50 us move the mean by 0.3%, unclipped ones (host hiccups of
+0.1-2 ms, some 20 a second on this VM even in a bare spin loop) by 1.4-2%.
+So the service time is 100 us, which halves that effect (measured: mean
++1.0-1.4%, p99 +0.5-1.5%), and a run counts only when its p99 issue lag is
+within half a service time; otherwise it is INVALID by the engine's own rule
+and this test is skipped with the measured lag rather than compared against a
 queue it never fed.
 """
 
@@ -21,8 +27,8 @@ from loadgen.api import run_async, run_loop
 from loadgen.settings import load_settings
 from tests.loadgen import queueing
 
-SERVICE_S = 50e-6
-MAX_LAG_MS = 0.1 * SERVICE_S * 1e3  # p99 issue lag within 10% of a service time
+SERVICE_S = 100e-6
+MAX_LAG_MS = 0.5 * SERVICE_S * 1e3  # p99 issue lag within half a service time
 QUERIES = {0.6: 400_000, 0.8: 1_600_000}
 
 pytestmark = pytest.mark.slow
@@ -39,27 +45,28 @@ def _run(kind: str, servers: int, rho: float) -> dict:
         pytest.skip(f"this machine could not keep the schedule (issue lag p99 "
                     f"{result['issue_lag_ns']['p99'] / 1e3:.0f} us): no Poisson arrivals to judge")
     assert result["valid"], result["reasons"]
+    lag, sojourn = result["issue_lag_ns"], result["service_latency_ns"]
+    assert result["latency_ns"]["mean"] == pytest.approx(lag["mean"] + sojourn["mean"], rel=2e-3)
     return result
 
 
 @pytest.mark.parametrize("rho", [0.6, 0.8])
 def test_md1_mean_and_p99(rho):
-    r = _run("const", 1, rho)
+    sojourn = _run("const", 1, rho)["service_latency_ns"]
     rate = rho / SERVICE_S
-    assert r["latency_ns"]["mean"] / 1e9 == pytest.approx(
-        queueing.md1_mean(rate, SERVICE_S), rel=0.02)
-    assert r["latency_ns"]["p99"] / 1e9 == pytest.approx(
+    assert sojourn["mean"] / 1e9 == pytest.approx(queueing.md1_mean(rate, SERVICE_S), rel=0.02)
+    assert sojourn["p99"] / 1e9 == pytest.approx(
         queueing.md1_sojourn_quantile(0.99, rate, SERVICE_S), rel=0.05)
 
 
 @pytest.mark.parametrize("rho", [0.6, 0.8])
 def test_mmc_mean_and_p99(rho):
     servers = 2
-    r = _run("exp", servers, rho)
+    sojourn = _run("exp", servers, rho)["service_latency_ns"]
     rate = rho * servers / SERVICE_S
-    assert r["latency_ns"]["mean"] / 1e9 == pytest.approx(
+    assert sojourn["mean"] / 1e9 == pytest.approx(
         queueing.mmc_mean(rate, SERVICE_S, servers), rel=0.02)
-    assert r["latency_ns"]["p99"] / 1e9 == pytest.approx(
+    assert sojourn["p99"] / 1e9 == pytest.approx(
         queueing.mmc_sojourn_quantile(0.99, rate, SERVICE_S, servers), rel=0.05)
 
 
