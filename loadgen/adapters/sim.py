@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 from loadgen.adapters.base import CompletionSink, Timers
 from loadgen.errors import SutSpecError
 
-__all__ = ["ServiceTime", "SimSut", "parse_duration_ns"]
+__all__ = ["ServiceTime", "SimSut", "parse_duration_ns", "service_draws"]
 
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s)\s*$")
@@ -72,6 +73,16 @@ class ServiceTime:
         return rng.lognormal(mu, self.sigma, count)
 
 
+def service_draws(service: ServiceTime, rng: np.random.Generator) -> Iterator[float]:
+    """The endless stream of service times (ns) a sim draws, in the order it serves samples.
+
+    Drawn in blocks of 4096 from `rng`; a sim with seed s and no error rate
+    consumes exactly `service_draws(service, np.random.default_rng(s))`.
+    """
+    while True:
+        yield from service.draw(rng, 4096).tolist()
+
+
 class SimSut:
     """An M/G/c first-come-first-served queue with exact completion stamps."""
 
@@ -92,7 +103,7 @@ class SimSut:
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._free_at = [0] * servers
-        self._draws: list[float] = []
+        self._draws = service_draws(service, self._rng)
         self._sink: CompletionSink | None = None
         self._timers: Timers | None = None
         self._stall_at_ns: int | None = None
@@ -130,7 +141,7 @@ class SimSut:
         sample_done = []
         for _ in range(len(sample_indices)):
             start = max(arrival, free_at[0])
-            done = start + int(self._next_service())
+            done = start + int(next(self._draws))
             heapq.heapreplace(free_at, done)
             sample_done.append(done)
         finish = max(sample_done)
@@ -142,11 +153,6 @@ class SimSut:
         else:
             self._timers.call_at_ns(
                 finish, lambda: sink.done(query_id, finish, sample_done_ns=sample_done))
-
-    def _next_service(self) -> float:
-        if not self._draws:
-            self._draws = self.service.draw(self._rng, 4096).tolist()[::-1]
-        return self._draws.pop()
 
     async def stop(self) -> None:
         self._sink = self._timers = None

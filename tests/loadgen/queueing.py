@@ -1,8 +1,28 @@
-"""Queueing theory references: M/D/1 and M/M/c sojourn-time mean and percentiles."""
+"""Queueing theory references: M/D/1 and M/M/c sojourn-time mean and percentiles,
+and the exact first-come-first-served recursion for given arrivals and service times."""
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def fcfs_sojourns(arrivals_ns: Iterable[int], services_ns: Iterable[int],
+                  servers: int) -> np.ndarray:
+    """Each customer's sojourn in a c-server FCFS queue (Kiefer-Wolfowitz; Lindley for c=1).
+
+    Customers arrive in order; each takes the server that frees first.
+    """
+    free_at = [-(1 << 62)] * servers
+    out = []
+    for arrival, service in zip(arrivals_ns, services_ns):
+        done = max(arrival, free_at[0]) + service
+        heapq.heapreplace(free_at, done)
+        out.append(done - arrival)
+    return np.array(out, dtype=np.int64)
 
 
 def md1_mean(rate: float, service: float) -> float:
