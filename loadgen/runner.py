@@ -34,7 +34,7 @@ __all__ = ["PLAN_AHEAD_VALUES", "PROGRESS_EVERY_NS", "Progress", "RunTimes", "Ru
 
 SPIN_WINDOW_NS = 2_000_000
 BUSY_WAIT_NS = 10_000
-TIDY_SLACK_NS = 300_000  # a buffer slice takes ~20 us, several times that when cold
+TIDY_SLACK_NS = 300_000  # a buffer slice takes ~20 us warm, up to ~300 us when cold
 PLAN_SLACK_NS = 300_000  # a chunk of the plan takes ~50 us, up to ~250 us when cold
 PLAN_AHEAD_VALUES = 1 << 22  # int64s planned ahead (32 MB): all of a 2M-query Server run
 YIELD_EVERY = 64
