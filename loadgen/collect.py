@@ -175,7 +175,6 @@ class Collector:
 
     def tally(self) -> Tally:
         """The run's figures, once it has ended."""
-        recorders = [self.latency, self.service_latency, self.issue_lag, self.query_latency]
         self.query_latency.flush()  # fills the windows
         return Tally(
             histograms={"latency_ns": self.latency.histogram,
@@ -189,7 +188,7 @@ class Collector:
             samples=self.measured_samples,
             overlatency=self.overlatency,
             late=self.late,
-            out_of_range=sum(r.out_of_range for r in [*recorders, *self.components.values()]),
+            out_of_range=sum(r.out_of_range for r in self._recorders),
             last_done_ns=self.last_done_ns,
             windows=self.windows.counts(),
         )
