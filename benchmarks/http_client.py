@@ -70,8 +70,8 @@ def serve(sock: socket.socket) -> None:
         def data_received(self, data: bytes) -> None:
             buf, out = self.buf + data, []
             while (end := buf.find(b"\r\n\r\n")) >= 0:
-                i = buf.find(b"Content-Length:", 0, end)
-                total = end + 4 + (int(buf[i + 15:buf.find(b"\r\n", i, end + 2)]) if i >= 0
+                i = buf.find(b"\r\nContent-Length:", 0, end)  # not Inference-Header-...
+                total = end + 4 + (int(buf[i + 17:buf.find(b"\r\n", i + 2, end + 2)]) if i >= 0
                                    else 0)
                 if len(buf) < total:
                     break

@@ -204,7 +204,9 @@ class HttpSut:
         """Request bytes for several samples; fixed-size binary tensors reuse a cached head."""
         samples = self._samples
         assert samples is not None
-        if len(indices) == 1 or not self.binary or any(
+        if len(indices) == 1:
+            return samples.single[indices[0] % samples.count]
+        if not self.binary or any(
                 s.datatype == "BYTES" for s in samples.inputs):
             return samples.payload(indices)
         picked = np.remainder(indices, samples.count)
@@ -224,6 +226,9 @@ class HttpSut:
         assert sink is not None
         if status != 200:
             report_failed(sink, tag, done_ns, f"http_{status}")
+            return
+        if type(tag) is not int and not tag[0].last_part():
+            report_done(sink, tag, done_ns, None)  # a query keeps its last part's timings
             return
         header = buf[start:start + json_length] if json_length >= 0 else buf[start:]
         components = self._timings.read(header)

@@ -258,6 +258,10 @@ class Job(Generic[P]):
         self.outstanding += 1
         return (self, start), self.encode(self.indices[start:start + self.rows])
 
+    def last_part(self) -> bool:
+        """Whether the part now answering is the query's last one (so its timings are kept)."""
+        return self.outstanding == 1 and self.next >= self.size and not self.failed
+
 
 def report_done(sink: CompletionSink, tag: Tag, done_ns: int,
                 components: dict[str, int] | None) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from loadgen.adapters import fasthttp
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.adapters.fasthttp import parse_head
+from loadgen.adapters.fasthttp import HttpPool, parse_head
 from loadgen.adapters.http import HttpSut, Timings
 from loadgen.adapters.registry import make_sut
 from loadgen.adapters.remote import Job, Pending
@@ -107,6 +108,51 @@ def test_pending_yields_job_parts_lazily() -> None:
     assert pending.pop() == (1, 100) and encoded == []
     assert [pending.pop() for _ in range(4)] == [((job, 0), 1), ((job, 2), 2), ((job, 4), 3), None]
     assert encoded == [[0, 1], [2, 3], [4]]
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.sent.append(data)
+
+
+def _pool_with_one_connection() -> tuple[HttpPool, Any, list[tuple[Any, ...]]]:
+    answered: list[tuple[Any, ...]] = []
+    pool = HttpPool("h", 1, 1, lambda *args: answered.append(args), lambda *args: None)
+    conn = fasthttp._Connection(pool)
+    conn.connection_made(_Transport())  # type: ignore[arg-type]
+    return pool, conn, answered
+
+
+def test_answer_carries_its_own_send_time_when_the_next_is_queued() -> None:
+    pool, conn, answered = _pool_with_one_connection()
+    pool.submit("a", b"A")
+    pool.submit("b", b"B")  # queued behind "a"
+    sent_a = conn.sent_ns
+    conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    assert conn.tag == "b" and conn.sent_ns >= sent_a
+    tag, status, buf, start, extra, sent_ns, done_ns = answered[0]
+    assert (tag, status, bytes(buf[start:]), extra) == ("a", 200, b"ok", -1)
+    assert sent_ns == sent_a <= done_ns
+
+
+def test_response_heads_are_parsed_once_and_the_cache_is_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pool, conn, answered = _pool_with_one_connection()
+    parses: list[bytes] = []
+    real = fasthttp.parse_head
+    monkeypatch.setattr(fasthttp, "parse_head", lambda raw, extra=b"": parses.append(raw)
+                        or real(raw, extra))
+    monkeypatch.setattr(fasthttp, "HEAD_CACHE", 2)
+    heads = [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n for n in (1, 1, 2, 2, 3, 1)]
+    for head in heads:
+        pool.submit(len(answered), b"x")
+        conn.data_received(head)  # split: head first, body after
+        conn.data_received(b"z" * int(head[-5:-4]))
+    assert [a[0] for a in answered] == list(range(6))
+    assert len(parses) == 4 and len(pool._heads) <= 2  # 1, 2, 3 (clears), 1 again
 
 
 # -- end to end ------------------------------------------------------------------------------
