@@ -1,8 +1,9 @@
 """Dynamic batching on CPU: what the serving harness costs, and what batching buys.
 
 Prints, in one run:
-1. Offline throughput of the SUT (`builtin:mlp`, max batch 32) against the raw
-   model's own throughput at batch 32 with the same threads (target >= 0.9x);
+1. Offline throughput of the SUT (`builtin:mlp`, max batch 32, then 256) against
+   the raw model's own throughput at that batch with the same thread layout
+   (target >= 0.9x);
 2. the highest Server QPS meeting a p99 SLO with dynamic batching against the
    same SUT with `max_batch_size=1` (target >= 3x), found by find-peak.
 
@@ -25,31 +26,33 @@ from loadgen.api import run_test
 from loadgen.search import SearchConfig, find_peak
 from loadgen.settings import load_settings
 from sut.models import load_model
-from sut.workers import cpu_cores
+from sut.workers import cpu_cores, plan_workers
 
 BATCH = 32
 
 
-def raw_throughput(model: str, seconds: float = 3.0) -> float:
-    """Samples/s of the bare model on batches of 32, laid out like the SUT's CPU workers:
-    one Python thread per core, one intra-op thread each, inference mode."""
+def raw_throughput(model: str, batch: int, seconds: float = 3.0) -> float:
+    """Samples/s of the bare model on one batch, laid out like the SUT's CPU workers: one
+    Python thread per worker, each setting its own intra-op thread count (set only in the
+    main thread, the count does not reach the others and they oversubscribe the cores:
+    ~0.7x), inference mode."""
     loaded = load_model(model, {}, seed=0)
-    inputs = loaded.dataset.sample_inputs(np.arange(BATCH))
+    inputs = loaded.dataset.sample_inputs(np.arange(batch) % loaded.dataset.size)
     tensors = [torch.from_numpy(np.ascontiguousarray(v)) for v in inputs.values()]
     module = loaded.module.eval()
-    torch.set_num_threads(1)
-    counts = [0] * cpu_cores()
+    plan = plan_workers("cpu", cores=cpu_cores(), cuda_count=0)
+    counts = [0] * len(plan.devices)
     deadline = time.perf_counter() + seconds
 
     def work(slot: int) -> None:
+        torch.set_num_threads(plan.threads_per_worker)
         with torch.inference_mode():
+            for _ in range(20):
+                module(*tensors)
             while time.perf_counter() < deadline:
                 module(*tensors)
-                counts[slot] += BATCH
+                counts[slot] += batch
 
-    with torch.inference_mode():
-        for _ in range(20):
-            module(*tensors)
     start = time.perf_counter()
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(counts))]
     for t in threads:
@@ -59,10 +62,10 @@ def raw_throughput(model: str, seconds: float = 3.0) -> float:
     return sum(counts) / (time.perf_counter() - start)
 
 
-def offline_throughput(model: str) -> float:
-    settings = load_settings(None, ["scenario='Offline'", "preset='dev'", "target_qps=40000",
+def offline_throughput(model: str, batch: int) -> float:
+    settings = load_settings(None, ["scenario='Offline'", "preset='dev'", "target_qps=60000",
                                     "min_duration_s=3", "warmup_s=0"])
-    result = run_test(settings, make_sut(f"builtin:{model},max_batch_size={BATCH}"))
+    result = run_test(settings, make_sut(f"builtin:{model},max_batch_size={batch}"))
     return float(result["samples_per_s"])
 
 
@@ -79,11 +82,14 @@ def main() -> None:
     parser.add_argument("--model", default="mlp")
     parser.add_argument("--slo-ms", type=float, default=20.0)
     parser.add_argument("--budget-s", type=float, default=150.0, help="per find-peak")
+    parser.add_argument("--offline-batches", default=f"{BATCH},256",
+                        help="comma-separated max batch sizes for the Offline comparison")
     args = parser.parse_args()
-    raw = raw_throughput(args.model)
-    sut = offline_throughput(args.model)
-    print(f"Offline, {args.model}, batch {BATCH}: SUT {sut:,.0f} samples/s, raw model "
-          f"{raw:,.0f} samples/s, ratio {sut / raw:.2f}x (target >= 0.9x)")
+    for batch in (int(b) for b in args.offline_batches.split(",")):
+        sut = offline_throughput(args.model, batch)
+        raw = raw_throughput(args.model, batch)
+        print(f"Offline, {args.model}, batch {batch}: SUT {sut:,.0f} samples/s, raw model "
+              f"{raw:,.0f} samples/s, ratio {sut / raw:.2f}x (target >= 0.9x)", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         batched = server_peak(f"builtin:{args.model},max_batch_size={BATCH},"
                               "max_queue_delay_us=2000", args.slo_ms, args.budget_s,

@@ -34,6 +34,7 @@ __all__ = ["PLAN_AHEAD_VALUES", "PROGRESS_EVERY_NS", "Progress", "RunTimes", "Ru
 
 SPIN_WINDOW_NS = 2_000_000
 BUSY_WAIT_NS = 10_000
+SLEEP_OVERSHOOT_NS = 150_000  # time.sleep wakes ~80-100 us late here (p99 ~140 us)
 TIDY_SLACK_NS = 300_000  # a buffer slice takes ~20 us warm, up to ~300 us when cold
 PLAN_SLACK_NS = 300_000  # a chunk of the plan takes ~50 us, up to ~250 us when cold
 PLAN_AHEAD_VALUES = 1 << 22  # int64s planned ahead (32 MB): all of a 2M-query Server run
@@ -81,6 +82,7 @@ class Runner:
     ) -> None:
         self.settings = settings
         self.sut = sut
+        self._release_gil = bool(getattr(sut, "shares_gil", False))
         self.collector = collector
         self._offsets = offsets
         self._samples = samples
@@ -271,14 +273,21 @@ class Runner:
                 return
             if until_ns is not None and now >= until_ns:
                 return
-            target = now + _FAR_NS if until_ns is None else until_ns
-            if self._timers and self._timers[0][0] < target:
+            target = until_ns
+            if self._timers and (target is None or self._timers[0][0] < target):
                 target = self._timers[0][0]
+            if target is None:  # nothing due: sleep until woken, never spin (spinning holds
+                if not self._tidy(_FAR_NS):  # the GIL an in-process SUT's threads need)
+                    await self._sleep(_FAR_NS / 1e9)
+                continue
             remaining = target - now
             if remaining > TIDY_SLACK_NS and self._tidy(remaining):
                 continue
             if remaining > SPIN_WINDOW_NS:
                 await self._sleep((remaining - SPIN_WINDOW_NS) / 1e9)
+            elif self._release_gil:  # file what completed, then wait without the GIL
+                await asyncio.sleep(0)
+                _sleep_until(target)
             elif remaining > BUSY_WAIT_NS:
                 await asyncio.sleep(0)
             else:
@@ -319,6 +328,22 @@ class Runner:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+
+def _sleep_until(target_ns: int) -> None:
+    """Block until `target_ns` holding the GIL as little as possible: sleep, then yield it.
+
+    For SUTs whose threads share this process: a spinning issue loop holds the GIL they
+    need between torch ops (measured: two MLP workers fell from ~150k to ~2k samples/s
+    beside a spinning thread, and ran at ~125k beside this wait, which wakes ~45 us late
+    at the median).
+    """
+    clock = time.perf_counter_ns
+    coarse = target_ns - clock() - SLEEP_OVERSHOOT_NS
+    if coarse > 0:
+        time.sleep(coarse / 1e9)
+    while clock() < target_ns:
+        time.sleep(0)
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:

@@ -117,6 +117,7 @@ class Batch:
     rows: int
     dispatch_ns: int
     first_pick_ns: int = field(init=False)
+    released: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.first_pick_ns = self.requests[0].pick_ns
@@ -125,7 +126,9 @@ class Batch:
 class Batcher:
     """Queues requests and hands batches to `dispatch` while fewer than `slots` run.
 
-    Whoever runs a dispatched batch calls `release()` when it is finished.
+    Whoever runs a dispatched batch calls `release(batch)` once its worker can take the
+    next one (as early as its outputs are ready; the next batch then forms while the
+    last one's responses are delivered).
     """
 
     def __init__(
@@ -200,9 +203,12 @@ class Batcher:
                 heapq.heappush(self._deadlines, (deadline, req.seq, req))
             self._cond.notify()
 
-    def release(self) -> None:
-        """A dispatched batch has finished; its worker is free."""
+    def release(self, batch: Batch) -> None:
+        """`batch` no longer holds its worker; idempotent, so a last-resort call is safe."""
         with self._cond:
+            if batch.released:
+                return
+            batch.released = True
             self._free += 1
             self._cond.notify()
 

@@ -8,7 +8,8 @@ threads <= cores. Worker threads run under `torch.inference_mode()`.
 GPU path: inputs are staged in pinned host buffers, copied with
 `non_blocking=True` on the worker's own `torch.cuda.Stream`, and H2D / compute
 / D2H are timed with CUDA events, read after the stream is synchronised.
-CPU path: the same phases timed with `time.perf_counter_ns()`.
+CPU path: inputs are joined into fresh memory (h2d), the forward pass and the
+outputs' conversion to numpy (d2h) timed with `time.perf_counter_ns()`.
 """
 
 from __future__ import annotations
@@ -215,13 +216,17 @@ class Executor:
     ) -> tuple[list[np.ndarray], dict[str, int]]:
         """Outputs (owned by the caller, in spec order) and h2d/compute/d2h durations in ns."""
         start = time.perf_counter_ns()
-        staged = [self._stage(spec, parts[spec.name], rows) for spec in self._inputs]
         if self._cuda:
-            return self._run_cuda(staged, start)
+            return self._run_cuda([self._stage(s, parts[s.name], rows) for s in self._inputs],
+                                  start)
+        # CPU: each batch gets fresh input memory (one copy, as a staging buffer would cost),
+        # so outputs that alias it stay the caller's and a model writing its inputs in place
+        # cannot touch the requests' arrays.
+        staged = [torch.from_numpy(_joined(parts[s.name])) for s in self._inputs]
         staged_ns = time.perf_counter_ns()
         results = self._forward(staged)
         computed_ns = time.perf_counter_ns()
-        arrays = [self._own(t, staged).numpy() for t in results]
+        arrays = [t.numpy() for t in results]
         end = time.perf_counter_ns()
         return arrays, {"h2d": staged_ns - start, "compute": computed_ns - staged_ns,
                         "d2h": end - computed_ns}
@@ -247,12 +252,12 @@ class Executor:
                         "d2h": d2h + time.perf_counter_ns() - copied_ns}
 
     def _stage(self, spec: TensorSpec, parts: list[np.ndarray], rows: int) -> torch.Tensor:
-        """Concatenate a batch into a reused host buffer (pinned when on CUDA)."""
+        """Concatenate a batch into a reused pinned host buffer, for the copy to the GPU."""
         shape = parts[0].shape[1:]
         buf = self._staging.get(spec.name)
         if buf is None or buf.shape[0] < rows or tuple(buf.shape[1:]) != shape:
             buf = torch.empty((rows, *shape), dtype=torch_dtype(spec.datatype),
-                              pin_memory=self._cuda and torch.cuda.is_available())
+                              pin_memory=torch.cuda.is_available())
             self._staging[spec.name] = buf
         view = buf.numpy()[:rows]
         if len(parts) == 1:
@@ -273,16 +278,16 @@ class Executor:
         return buf[:rows]
 
     def _forward(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        cast = [t.to(self._dtype) if t.is_floating_point() else t for t in tensors]
+        cast = [t.to(self._dtype) if t.dtype != self._dtype and t.is_floating_point() else t
+                for t in tensors]
         results = as_outputs(self._model(*cast), self._out_names)
-        return [r.to(dt) for r, dt in zip(results, self._out_dtypes, strict=True)]
+        return [r if r.dtype == dt else r.to(dt)
+                for r, dt in zip(results, self._out_dtypes, strict=True)]
 
-    def _own(self, result: torch.Tensor, staged: list[torch.Tensor]) -> torch.Tensor:
-        """`result`, cloned when it aliases a staging buffer that the next batch reuses."""
-        ptr = result.untyped_storage().data_ptr()
-        if any(ptr == s.untyped_storage().data_ptr() for s in staged):
-            return result.clone()
-        return result
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts' rows in one new array."""
+    return parts[0].copy() if len(parts) == 1 else np.concatenate(parts, axis=0)
 
 
 class WorkerPool:
@@ -293,7 +298,7 @@ class WorkerPool:
         executors: Sequence[Executor],
         threads_per_worker: int,
         handle: Callable[[Executor, Any], None],
-        release: Callable[[], None],
+        release: Callable[[Any], None],
     ) -> None:
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads_per_worker = threads_per_worker
@@ -331,4 +336,4 @@ class WorkerPool:
                 except Exception:  # handle fails its own requests; this is a last resort
                     _log.exception("worker failed on a batch")
                 finally:
-                    self._release()
+                    self._release(batch)

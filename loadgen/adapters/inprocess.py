@@ -65,6 +65,8 @@ class _Chunked:
 class InProcessSut:
     """A `SystemUnderTest` over an `InferenceService` in this process."""
 
+    shares_gil = True  # the service's threads need the GIL between torch ops
+
     def __init__(self, service: InferenceService, name: str = "builtin") -> None:
         self.name = name
         self._service = service

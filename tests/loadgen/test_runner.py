@@ -134,3 +134,35 @@ def test_a_plan_longer_than_planned_ahead_is_issued_whole_and_in_order(tmp_path,
     assert np.array_equal(rows["query_id"], np.arange(want.size))
     assert np.array_equal(rows["scheduled_ns"], want)  # relative to the run's start
     assert r["queries"] == want.size
+
+
+class _ThreadedSut(FunctionSut):
+    """A fake that says its work runs in threads of this process (needs the GIL)."""
+
+    shares_gil = True
+
+
+@pytest.mark.parametrize("sut_class, waits_without_gil", [(FunctionSut, False),
+                                                          (_ThreadedSut, True)])
+def test_engine_waits_without_the_gil_only_for_sut_threads(monkeypatch, sut_class,
+                                                           waits_without_gil):
+    from loadgen import runner
+
+    targets = []
+    real = runner._sleep_until
+    monkeypatch.setattr(runner, "_sleep_until", lambda t: targets.append(t) or real(t))
+    sut = sut_class(lambda q, s, now: [100_000])
+    r = _run(sut, "target_qps=2000", "target_latency_ms=50", "min_query_count=200")
+    assert r["queries"] >= 200 and r["errors"] == 0
+    assert (len(targets) > 100) is waits_without_gil
+
+
+def test_sleep_until_returns_at_or_after_its_target():
+    import time
+
+    from loadgen.runner import _sleep_until
+
+    for ahead_ns in (0, 50_000, 400_000):
+        target = time.perf_counter_ns() + ahead_ns
+        _sleep_until(target)
+        assert time.perf_counter_ns() >= target

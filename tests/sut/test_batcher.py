@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sut.batcher import Batch, Batcher, BatcherConfig
+from sut.batcher import Batch, Batcher, BatcherConfig, Request
 from sut.errors import ConfigError, Overloaded, RequestTimeout, SutError
 
 WAIT_S = 5.0  # bound on any wait for something that should happen promptly
@@ -42,9 +42,15 @@ class Harness:
         return [int(r.inputs["x"][0, 0]) for r in batch.requests]
 
     def free_one(self) -> Batch:
-        """Free one worker and return the batch it is given."""
-        self.batcher.release()
+        """Free one worker (busy on a batch of its own) and return the batch it is given."""
+        self.batcher.release(_running_batch())
         return self.next_batch()
+
+
+def _running_batch() -> Batch:
+    """A batch a worker holds from before the test (its slot counted busy)."""
+    request = Request({}, 1, lambda r: None, 0, 0, None, -1)
+    return Batch([request], 1, 0)
 
 
 @pytest.fixture
@@ -218,3 +224,18 @@ def test_batches_partition_requests_in_order(max_batch: int, sizes: list[int]) -
         assert seen == list(range(len(sizes)))
     finally:
         h.batcher.close(drain=False)
+
+
+def test_release_is_once_per_batch(make: Any) -> None:
+    h = make(slots=1, max_batch_size=1, max_queue_delay_us=0)
+    h.submit(1)
+    first = h.next_batch()
+    h.submit(2)
+    h.submit(3)
+    h.batcher.release(first)
+    second = h.next_batch()
+    h.batcher.release(first)  # a second release of the same batch frees nothing
+    with pytest.raises(queue.Empty):
+        h.next_batch(timeout=0.2)
+    h.batcher.release(second)
+    assert h.tags(second) == [2] and h.tags(h.next_batch()) == [3]

@@ -89,18 +89,7 @@ def test_executor_matches_direct_call_and_times_each_phase() -> None:
     assert set(phases) == {"h2d", "compute", "d2h"} and min(phases.values()) >= 0
 
 
-def test_staging_buffer_is_plain_memory_on_cpu_and_reused() -> None:
-    executor, loaded = _executor()
-    x = loaded.dataset.sample_inputs(np.arange(8))["input"]
-    with torch.inference_mode():
-        executor.run({"input": [x]}, 8)
-        first = executor._staging["input"]
-        executor.run({"input": [x[:2]]}, 2)
-    assert executor._staging["input"] is first
-    assert not first.is_pinned()  # pinned only for CUDA workers
-
-
-def test_outputs_aliasing_the_staging_buffer_are_copied() -> None:
+def test_outputs_aliasing_the_inputs_stay_the_callers() -> None:
     spec = (TensorSpec("x", "FP32", (-1, 2)),)
     executor = Executor(torch.nn.Identity(), torch.device("cpu"), "fp32", spec, spec)
     with torch.inference_mode():
@@ -129,7 +118,7 @@ def test_pool_threads_run_in_inference_mode_with_their_thread_count() -> None:
     def handle(ex: Executor, batch: Any) -> None:
         seen.put((batch, torch.get_num_threads(), torch.is_inference_mode_enabled()))
 
-    pool = WorkerPool([executor, executor], 1, handle, released.release)
+    pool = WorkerPool([executor, executor], 1, handle, lambda batch: released.release())
     pool.start()
     for tag in ("a", "b"):
         pool.dispatch(tag)
@@ -172,3 +161,19 @@ def test_place_falls_back_to_fp32_when_reduced_precision_fails() -> None:
     assert (kept.precision, kept.note) == ("bf16", "")
     with pytest.raises(ModelLoadError, match="first inference"):
         place(torch.nn.Linear(3, 1), ["cpu"], "fp32", spec, spec, sample)  # wrong width
+
+
+class WritesItsInput(torch.nn.Module):
+    """Adds one to its input in place, as a careless user model might."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.add_(1)
+
+
+def test_cpu_inputs_are_copied_so_a_model_cannot_write_the_callers_arrays() -> None:
+    spec = (TensorSpec("x", "FP32", (-1, 2)),)
+    executor = Executor(WritesItsInput(), torch.device("cpu"), "fp32", spec, spec)
+    mine = np.zeros((2, 2), np.float32)
+    with torch.inference_mode():
+        out, _ = executor.run({"x": [mine]}, 2)
+    assert out[0].tolist() == [[1, 1], [1, 1]] and not mine.any()
