@@ -318,20 +318,20 @@ class InferenceService:
 
     def _run_batch(self, executor: Executor, batch: Batch) -> None:
         """In a worker thread: run the batch, slice each request's rows, call back."""
-        requests = batch.requests
-        batch_done = self._batcher.release if self._batcher is not None else _ignore
+        requests, batcher = batch.requests, self._batcher
+        assert batcher is not None, "batches run only once the batcher exists"
         try:
             parts = {name: [r.inputs[name] for r in requests] for name in requests[0].inputs}
             outputs, phase = executor.run(parts, batch.rows)
         except Exception as exc:
-            batch_done(batch)
+            batcher.release(batch)
             error = SutError(f"inference failed on a batch of {batch.rows} rows: {exc!r}")
             with self._lock:
                 self._failed += len(requests)
             for r in requests:
                 _call(r.callback, error)
             return
-        batch_done(batch)  # the next batch forms while these responses go out
+        batcher.release(batch)  # the next batch forms while these responses go out
         names = [s.name for s in self._model().outputs]
         landed = time.perf_counter_ns()
         with self._lock:  # before the callbacks, so a caller who got a result sees it counted
@@ -349,10 +349,6 @@ class InferenceService:
                        "batch_formation": batch.dispatch_ns - r.pick_ns, **phase,
                        "postprocess": done - landed, "server_total": done - r.enqueue_ns}
             _call(r.callback, InferResult(outs, timings, batch.rows, done))
-
-
-def _ignore(batch: Batch) -> None:
-    pass
 
 
 def _call(callback: Callback, result: Any) -> None:
