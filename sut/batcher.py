@@ -1,18 +1,22 @@
 """Dynamic batching with Triton's semantics, counted in rows.
 
-A request carries n >= 1 rows. One dispatcher thread forms batches, and only
-while a worker is free (as Triton waits for a model instance), so batches grow
-while every worker is busy. Requests are taken by priority (lower number
-first), FIFO within a level. A forming batch is dispatched at once when it is
-full (`max_batch_size` rows, or the next request would not fit), when a
-preferred size can be reached (the largest one is taken), or else when its
-oldest request has waited `max_queue_delay_us` since it was enqueued.
+A request carries n >= 1 rows. Batches are formed by the workers themselves:
+a free worker calls `next_batch()`, which picks requests into the forming
+batch and returns it when it is due (as Triton waits for a model instance,
+batches grow while every worker is busy, and no thread sits between a
+worker and its next batch). Requests are taken by priority (lower number
+first), FIFO within a level. A forming batch is due at once when it is full
+(`max_batch_size` rows, or the next request would not fit), when a preferred
+size can be reached (the largest one is taken), or else when its oldest
+request has waited `max_queue_delay_us` since it was enqueued.
 
 Per request the batcher stamps `enqueue_ns`, `pick_ns` (taken into the forming
 batch) and the batch's `dispatch_ns`, so that queue wait is pick - enqueue and
 batch formation is dispatch - pick: disjoint intervals. A request whose timeout
-passes before dispatch is removed and failed with `RequestTimeout`, never run.
-Waiting uses `threading.Condition` timeouts, precise to tens of microseconds.
+passes before dispatch is removed and failed with `RequestTimeout`, never run,
+by a reaper thread that sleeps until the earliest deadline (so timeouts fire
+while every worker is busy). Waiting uses `threading.Condition` timeouts,
+precise to tens of microseconds.
 """
 
 from __future__ import annotations
@@ -117,27 +121,19 @@ class Batch:
     rows: int
     dispatch_ns: int
     first_pick_ns: int = field(init=False)
-    released: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.first_pick_ns = self.requests[0].pick_ns
 
 
 class Batcher:
-    """Queues requests and hands batches to `dispatch` while fewer than `slots` run.
+    """Queues requests; each free worker takes its next batch with `next_batch()`."""
 
-    Whoever runs a dispatched batch calls `release(batch)` once its worker can take the
-    next one (as early as its outputs are ready; the next batch then forms while the
-    last one's responses are delivered).
-    """
-
-    def __init__(
-        self, config: BatcherConfig, dispatch: Callable[[Batch], None], slots: int
-    ) -> None:
+    def __init__(self, config: BatcherConfig) -> None:
         self._config = config
-        self._dispatch = dispatch
-        self._free = slots
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._due = threading.Condition(lock)  # free workers wait here for a batch
+        self._timer = threading.Condition(lock)  # the reaper waits here for a deadline
         self._queues: dict[int, deque[Request]] = {}
         self._levels: list[int] = []
         self._queued = 0
@@ -146,7 +142,7 @@ class Batcher:
         self._deadlines: list[tuple[int, int, Request]] = []
         self._seq = itertools.count()
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="sut-batcher", daemon=True)
+        self._reaper = threading.Thread(target=self._reap, name="sut-reaper", daemon=True)
         self.rejected = 0
         self.expired = 0
 
@@ -158,18 +154,18 @@ class Batcher:
     @property
     def waiting(self) -> int:
         """Requests queued or in the forming batch."""
-        with self._cond:
+        with self._due:
             return self._queued + len(self._forming)
 
     def start(self) -> None:
-        """Start the dispatcher thread."""
-        self._thread.start()
+        """Start the reaper thread, which fails requests whose timeout passes in the queue."""
+        self._reaper.start()
 
     def configure(self, **knobs: Any) -> BatcherConfig:
         """Change knobs while running; validated as a whole, applied at once."""
-        with self._cond:
+        with self._due:
             self._config = self._config.with_knobs(**knobs)
-            self._cond.notify()
+            self._due.notify_all()
             return self._config
 
     def submit(
@@ -183,7 +179,7 @@ class Batcher:
         """Queue a request; raises `Overloaded` when the queue is full."""
         now = time.perf_counter_ns()
         deadline = None if timeout_ns is None else now + timeout_ns
-        with self._cond:
+        with self._due:
             if self._closed:
                 raise SutError("the batcher is stopped; request not queued")
             limit = self._config.max_queue_size
@@ -201,21 +197,28 @@ class Batcher:
             self._queued += 1
             if deadline is not None:
                 heapq.heappush(self._deadlines, (deadline, req.seq, req))
-            self._cond.notify()
+                if self._deadlines[0][2] is req:
+                    self._timer.notify()
+            self._due.notify()
 
-    def release(self, batch: Batch) -> None:
-        """`batch` no longer holds its worker; idempotent, so a last-resort call is safe."""
-        with self._cond:
-            if batch.released:
-                return
-            batch.released = True
-            self._free += 1
-            self._cond.notify()
+    def next_batch(self) -> Batch | None:
+        """Block until a batch is due for the calling (free) worker; None once closed and empty."""
+        with self._due:
+            while True:
+                now = time.perf_counter_ns()
+                batch, wake_ns = self._form(now)
+                if batch is not None:
+                    if self._queued:
+                        self._due.notify()  # another free worker may form the next one
+                    return batch
+                if self._closed and not self._queued:
+                    return None
+                self._due.wait(None if wake_ns is None else max(0, wake_ns - now) / 1e9)
 
     def close(self, drain: bool = True) -> None:
-        """Stop taking requests; dispatch what waits (drain) or fail it; join the thread."""
+        """Stop taking requests; leave what waits to the workers (drain) or fail it."""
         victims: list[Request] = []
-        with self._cond:
+        with self._due:
             self._closed = True
             if not drain:
                 victims = self._forming + list(self._live())
@@ -224,41 +227,26 @@ class Batcher:
                 self._queues.clear()
                 self._levels.clear()
                 self._forming, self._forming_rows, self._queued = [], 0, 0
-            self._cond.notify()
+            self._due.notify_all()
+            self._timer.notify()
         for r in victims:
             _fail(r, SutError("the service stopped before the request ran"))
-        if self._thread.is_alive():
-            self._thread.join()
+        if self._reaper.is_alive():
+            self._reaper.join()
 
-    # -- dispatcher thread -------------------------------------------------
+    # -- reaper thread -----------------------------------------------------
 
-    def _run(self) -> None:
+    def _reap(self) -> None:
         while True:
-            with self._cond:
-                expired, batch, finished = self._step()
+            with self._timer:
+                while not (expired := self._expire(time.perf_counter_ns())) and not self._closed:
+                    first = self._deadlines[0][0] if self._deadlines else None
+                    wait_ns = None if first is None else max(0, first - time.perf_counter_ns())
+                    self._timer.wait(None if wait_ns is None else wait_ns / 1e9)
             for r in expired:
                 _fail(r, RequestTimeout(f"request expired after waiting {_waited_ms(r)} in queue"))
-            if batch is not None:
-                self._dispatch(batch)
-            if finished:
+            if self._closed and not expired:
                 return
-
-    def _step(self) -> tuple[list[Request], Batch | None, bool]:
-        """Under the lock: wait until requests expire, a batch is due, or all is done."""
-        while True:
-            now = time.perf_counter_ns()
-            expired = self._expire(now)
-            batch, wake_ns = self._form(now) if self._free > 0 else (None, None)
-            if batch is not None:
-                self._free -= 1
-            if expired or batch is not None:
-                return expired, batch, False
-            if self._closed and not self._queued and not self._forming:
-                return [], None, True
-            if self._deadlines:
-                first = self._deadlines[0][0]
-                wake_ns = first if wake_ns is None else min(wake_ns, first)
-            self._cond.wait(None if wake_ns is None else max(0, wake_ns - now) / 1e9)
 
     def _expire(self, now: int) -> list[Request]:
         out: list[Request] = []

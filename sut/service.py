@@ -2,7 +2,8 @@
 
 `InferenceService` owns one model: it loads it (timed), places a copy per
 device at the precision the device supports, measures the first inference,
-warms up through the real path, then feeds a `Batcher` into a `WorkerPool`.
+warms up through the real path; the `WorkerPool`'s threads take their batches from a
+`Batcher`.
 Per request it reports durations in ns, disjoint and in order:
 
     queue            enqueue -> picked into a forming batch
@@ -256,7 +257,7 @@ class InferenceService:
         if self._batcher is not None:
             self._batcher.close(drain)
         if self._pool is not None:
-            self._pool.stop()
+            self._pool.join()
 
     def _start(self) -> None:
         o = self._options
@@ -276,12 +277,12 @@ class InferenceService:
         self._precision, self._loaded = precision, loaded
         executors = [Executor(copies[d], torch.device(d), precision, loaded.inputs, loaded.outputs)
                      for d in self._plan.devices]
-        batcher = Batcher(self._batcher_config, lambda b: pool.dispatch(b), len(executors))
-        pool = WorkerPool(executors, self._plan.threads_per_worker, self._run_batch,
-                          batcher.release)
+        batcher = Batcher(self._batcher_config)
+        pool = WorkerPool(executors, self._plan.threads_per_worker, batcher.next_batch,
+                          self._run_batch)
         self._batcher, self._pool = batcher, pool
-        pool.start()
         batcher.start()
+        pool.start()
         warm = time.perf_counter_ns()
         try:
             self._warm_up(batcher, len(executors))
@@ -318,20 +319,17 @@ class InferenceService:
 
     def _run_batch(self, executor: Executor, batch: Batch) -> None:
         """In a worker thread: run the batch, slice each request's rows, call back."""
-        requests, batcher = batch.requests, self._batcher
-        assert batcher is not None, "batches run only once the batcher exists"
+        requests = batch.requests
         try:
             parts = {name: [r.inputs[name] for r in requests] for name in requests[0].inputs}
             outputs, phase = executor.run(parts, batch.rows)
         except Exception as exc:
-            batcher.release(batch)
             error = SutError(f"inference failed on a batch of {batch.rows} rows: {exc!r}")
             with self._lock:
                 self._failed += len(requests)
             for r in requests:
                 _call(r.callback, error)
             return
-        batcher.release(batch)  # the next batch forms while these responses go out
         names = [s.name for s in self._model().outputs]
         landed = time.perf_counter_ns()
         with self._lock:  # before the callbacks, so a caller who got a result sees it counted

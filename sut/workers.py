@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -291,19 +290,18 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
 
 
 class WorkerPool:
-    """Threads that take dispatched batches from one queue and run `handle` on them."""
+    """Threads, one per executor, that each take their next batch and run `handle` on it."""
 
     def __init__(
         self,
         executors: Sequence[Executor],
         threads_per_worker: int,
+        next_batch: Callable[[], Any],
         handle: Callable[[Executor, Any], None],
-        release: Callable[[Any], None],
     ) -> None:
-        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads_per_worker = threads_per_worker
+        self._next_batch = next_batch
         self._handle = handle
-        self._release = release
         self._threads = [
             threading.Thread(target=self._work, args=(ex,), name=f"sut-worker-{i}", daemon=True)
             for i, ex in enumerate(executors)
@@ -314,14 +312,8 @@ class WorkerPool:
         for thread in self._threads:
             thread.start()
 
-    def dispatch(self, batch: Any) -> None:
-        """Hand a batch to the next free worker (the batcher only dispatches when one is)."""
-        self._inbox.put(batch)
-
-    def stop(self) -> None:
-        """Let each worker finish its batch, then join them all."""
-        for _ in self._threads:
-            self._inbox.put(None)
+    def join(self) -> None:
+        """Wait for every worker to end (once `next_batch` has returned None to each)."""
         for thread in self._threads:
             thread.join()
 
@@ -330,10 +322,8 @@ class WorkerPool:
             torch.cuda.set_device(executor.device)
         torch.set_num_threads(self._threads_per_worker)
         with torch.inference_mode():
-            while (batch := self._inbox.get()) is not None:
+            while (batch := self._next_batch()) is not None:
                 try:
                     self._handle(executor, batch)
                 except Exception:  # handle fails its own requests; this is a last resort
                     _log.exception("worker failed on a batch")
-                finally:
-                    self._release(batch)

@@ -1,4 +1,4 @@
-"""The dynamic batcher alone: the test thread plays the worker, so nothing sleeps."""
+"""The dynamic batcher alone: test threads play the workers, so nothing sleeps."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sut.batcher import Batch, Batcher, BatcherConfig, Request
+from sut.batcher import Batch, Batcher, BatcherConfig
 from sut.errors import ConfigError, Overloaded, RequestTimeout, SutError
 
 WAIT_S = 5.0  # bound on any wait for something that should happen promptly
@@ -21,13 +21,14 @@ MS = 1_000_000
 
 
 class Harness:
-    """A batcher whose dispatched batches land in a queue; `slots` workers start busy or free."""
+    """A batcher whose workers are threads that each take one batch into a queue."""
 
-    def __init__(self, slots: int = 0, **knobs: Any) -> None:
-        self.batches: queue.Queue[Batch] = queue.Queue()
-        self.batcher = Batcher(BatcherConfig(**knobs), self.batches.put, slots)
+    def __init__(self, **knobs: Any) -> None:
+        self.batches: queue.Queue[Batch | None] = queue.Queue()
+        self.batcher = Batcher(BatcherConfig(**knobs))
         self.batcher.start()
         self.failures: queue.Queue[tuple[int, BaseException]] = queue.Queue()
+        self.workers: list[threading.Thread] = []
 
     def submit(self, tag: int, rows: int = 1, priority: int = 0,
                timeout_ns: int | None = None) -> None:
@@ -35,35 +36,44 @@ class Harness:
         self.batcher.submit(inputs, rows, lambda r: self.failures.put((tag, r)), priority,
                             timeout_ns)
 
+    def free_worker(self) -> None:
+        """A worker becomes free: it asks for its next batch and puts what it gets."""
+        worker = threading.Thread(target=lambda: self.batches.put(self.batcher.next_batch()))
+        worker.start()
+        self.workers.append(worker)
+
     def next_batch(self, timeout: float = WAIT_S) -> Batch:
-        return self.batches.get(timeout=timeout)
+        batch = self.batches.get(timeout=timeout)
+        assert batch is not None, "the batcher closed"
+        return batch
+
+    def free_one(self) -> Batch:
+        """Free one worker and return the batch it takes."""
+        self.free_worker()
+        return self.next_batch()
 
     def tags(self, batch: Batch) -> list[int]:
         return [int(r.inputs["x"][0, 0]) for r in batch.requests]
 
-    def free_one(self) -> Batch:
-        """Free one worker (busy on a batch of its own) and return the batch it is given."""
-        self.batcher.release(_running_batch())
-        return self.next_batch()
-
-
-def _running_batch() -> Batch:
-    """A batch a worker holds from before the test (its slot counted busy)."""
-    request = Request({}, 1, lambda r: None, 0, 0, None, -1)
-    return Batch([request], 1, 0)
+    def close(self) -> None:
+        """Fail what waits and end every worker still asking (they get None)."""
+        self.batcher.close(drain=False)
+        for worker in self.workers:
+            worker.join(WAIT_S)
+            assert not worker.is_alive()
 
 
 @pytest.fixture
 def make() -> Iterator[Any]:
     made: list[Harness] = []
 
-    def factory(slots: int = 0, **knobs: Any) -> Harness:
-        made.append(Harness(slots, **knobs))
+    def factory(**knobs: Any) -> Harness:
+        made.append(Harness(**knobs))
         return made[-1]
 
     yield factory
     for h in made:
-        h.batcher.close(drain=False)
+        h.close()
 
 
 def test_max_batch_size_is_honoured_in_rows(make: Any) -> None:
@@ -77,7 +87,8 @@ def test_max_batch_size_is_honoured_in_rows(make: Any) -> None:
 
 def test_lone_request_waits_for_the_delay_and_no_longer(make: Any) -> None:
     delay_us = 20_000
-    h = make(slots=1, max_batch_size=8, max_queue_delay_us=delay_us)
+    h = make(max_batch_size=8, max_queue_delay_us=delay_us)
+    h.free_worker()
     h.submit(0)
     batch = h.next_batch()
     request = batch.requests[0]
@@ -100,7 +111,8 @@ def test_preferred_size_dispatches_at_once(make: Any, sizes: tuple[int, ...], ex
 
 
 def test_full_batch_dispatches_at_once_and_forming_batch_grows(make: Any) -> None:
-    h = make(slots=1, max_batch_size=3, max_queue_delay_us=60_000_000)
+    h = make(max_batch_size=3, max_queue_delay_us=60_000_000)
+    h.free_worker()
     h.submit(0)
     h.submit(1)
     with pytest.raises(queue.Empty):
@@ -141,7 +153,8 @@ def test_expired_requests_fail_with_timeout_and_never_run(make: Any) -> None:
 
 
 def test_request_in_a_forming_batch_can_expire(make: Any) -> None:
-    h = make(slots=1, max_batch_size=4, max_queue_delay_us=60_000_000)
+    h = make(max_batch_size=4, max_queue_delay_us=60_000_000)
+    h.free_worker()
     h.submit(0, timeout_ns=5 * MS)
     h.submit(1)
     tag, error = h.failures.get(timeout=WAIT_S)
@@ -196,15 +209,15 @@ def test_close_without_drain_fails_waiting_requests(make: Any) -> None:
         h.submit(1)
 
 
-def test_close_with_drain_dispatches_waiting_requests(make: Any) -> None:
-    h = make(slots=1, max_batch_size=8, max_queue_delay_us=60_000_000)
+def test_close_with_drain_dispatches_waiting_requests_then_ends_workers(make: Any) -> None:
+    h = make(max_batch_size=8, max_queue_delay_us=60_000_000)
+    h.free_worker()
     h.submit(0)
     h.submit(1)
-    closer = threading.Thread(target=h.batcher.close, args=(True,))
-    closer.start()
+    h.batcher.close(drain=True)
     assert h.tags(h.next_batch()) == [0, 1]
-    closer.join(WAIT_S)
-    assert not closer.is_alive()
+    h.free_worker()
+    assert h.batches.get(timeout=WAIT_S) is None
 
 
 @settings(max_examples=30, deadline=None)
@@ -223,19 +236,24 @@ def test_batches_partition_requests_in_order(max_batch: int, sizes: list[int]) -
             seen += h.tags(batch)
         assert seen == list(range(len(sizes)))
     finally:
-        h.batcher.close(drain=False)
+        h.close()
 
 
-def test_release_is_once_per_batch(make: Any) -> None:
-    h = make(slots=1, max_batch_size=1, max_queue_delay_us=0)
-    h.submit(1)
-    first = h.next_batch()
-    h.submit(2)
-    h.submit(3)
-    h.batcher.release(first)
-    second = h.next_batch()
-    h.batcher.release(first)  # a second release of the same batch frees nothing
-    with pytest.raises(queue.Empty):
-        h.next_batch(timeout=0.2)
-    h.batcher.release(second)
-    assert h.tags(second) == [2] and h.tags(h.next_batch()) == [3]
+def test_free_workers_each_take_their_own_batch(make: Any) -> None:
+    h = make(max_batch_size=2, max_queue_delay_us=60_000_000)
+    h.free_worker()
+    h.free_worker()
+    for tag in range(4):
+        h.submit(tag)
+    got = sorted(h.tags(h.next_batch()) for _ in range(2))
+    assert got == [[0, 1], [2, 3]]
+    assert h.batcher.waiting == 0
+
+
+def test_timeouts_fire_while_no_worker_is_free(make: Any) -> None:
+    h = make(max_batch_size=4, max_queue_delay_us=0)
+    for tag, timeout_ms in ((0, 30), (1, 5), (2, None)):
+        h.submit(tag, timeout_ns=None if timeout_ms is None else timeout_ms * MS)
+    first, second = (h.failures.get(timeout=WAIT_S) for _ in range(2))
+    assert [first[0], second[0]] == [1, 0]  # the earlier deadline first
+    assert h.tags(h.free_one()) == [2]

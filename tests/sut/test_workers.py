@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import queue
-import threading
 from typing import Any
 
 import numpy as np
@@ -110,22 +109,21 @@ def test_bf16_on_cpu_runs_in_bf16_and_returns_fp32() -> None:
     np.testing.assert_allclose(low[0], full[0], atol=0.05)
 
 
-def test_pool_threads_run_in_inference_mode_with_their_thread_count() -> None:
+def test_pool_threads_take_batches_in_inference_mode_with_their_thread_count() -> None:
     executor, _ = _executor()
     seen: queue.Queue[tuple[str, int, bool]] = queue.Queue()
-    released = threading.Semaphore(0)
+    batches: queue.Queue[str | None] = queue.Queue()
+    for item in ("a", "b", None, None):  # None ends a worker, as a closed batcher does
+        batches.put(item)
 
     def handle(ex: Executor, batch: Any) -> None:
         seen.put((batch, torch.get_num_threads(), torch.is_inference_mode_enabled()))
 
-    pool = WorkerPool([executor, executor], 1, handle, lambda batch: released.release())
+    pool = WorkerPool([executor, executor], 1, batches.get, handle)
     pool.start()
-    for tag in ("a", "b"):
-        pool.dispatch(tag)
-    got = sorted(seen.get(timeout=5) for _ in range(2))
-    pool.stop()
-    assert got == [("a", 1, True), ("b", 1, True)]
-    assert released.acquire(timeout=5) and released.acquire(timeout=5)
+    pool.join()
+    assert sorted(seen.get_nowait() for _ in range(2)) == [("a", 1, True), ("b", 1, True)]
+    assert seen.empty()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
