@@ -105,6 +105,23 @@ def test_queries_of_one_several_and_many_samples() -> None:
     assert len(many["sample_done_ns"]) == 20 and max(many["sample_done_ns"]) == many["done_ns"]
 
 
+def test_a_chunked_query_of_an_unlabelled_model_returns_every_output_row() -> None:
+    indices = np.arange(1010, 1031)  # 21 samples in chunks of 8, wrapping past the dataset
+
+    async def body(sut: InProcessSut, sink: FakeSink) -> tuple[Any, list[Any]]:
+        sut.issue(0, indices)
+        await sink.until(1)
+        service = sut._service
+        rows = [service.infer(service.sample_inputs(np.array([i % sut.sample_count])))
+                for i in indices]
+        return sink.done_calls[0], await asyncio.gather(*rows)
+
+    call, rows = drive("builtin:mlp,max_batch_size=8", body)
+    expected = np.concatenate([r.outputs["output"] for r in rows])
+    assert call["output"].shape == (21, 10) and call["output"].dtype == np.float32
+    np.testing.assert_allclose(call["output"], expected, rtol=1e-5, atol=1e-6)
+
+
 def test_accuracy_is_scored_from_the_outputs() -> None:
     async def body(sut: InProcessSut, sink: FakeSink) -> tuple[list[np.ndarray], dict[int, Any]]:
         every = np.arange(sut.sample_count)
