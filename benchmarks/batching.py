@@ -3,16 +3,18 @@
 Prints, in one run:
 1. Offline throughput of the SUT (`builtin:mlp`, max batch 32, then 256) against
    the raw model's own throughput at that batch with the same thread layout
-   (target >= 0.9x);
+   (target >= 0.9x), alternated over `--rounds` rounds: the median ratio and its range;
 2. the highest Server QPS meeting a p99 SLO with dynamic batching against the
    same SUT with `max_batch_size=1` (target >= 3x), found by find-peak.
 
-    .venv/bin/python benchmarks/batching.py [--model mlp] [--slo-ms 20] [--budget-s 150]
+    .venv/bin/python benchmarks/batching.py [--model mlp] [--rounds 3] [--slo-ms 20]
+        [--budget-s 150] [--offline-batches 32,256]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import threading
 import time
@@ -82,14 +84,20 @@ def main() -> None:
     parser.add_argument("--model", default="mlp")
     parser.add_argument("--slo-ms", type=float, default=20.0)
     parser.add_argument("--budget-s", type=float, default=150.0, help="per find-peak")
+    parser.add_argument("--rounds", type=int, default=3, help="Offline SUT/raw alternations")
     parser.add_argument("--offline-batches", default=f"{BATCH},256",
                         help="comma-separated max batch sizes for the Offline comparison")
     args = parser.parse_args()
     for batch in (int(b) for b in args.offline_batches.split(",")):
-        sut = offline_throughput(args.model, batch)
-        raw = raw_throughput(args.model, batch)
-        print(f"Offline, {args.model}, batch {batch}: SUT {sut:,.0f} samples/s, raw model "
-              f"{raw:,.0f} samples/s, ratio {sut / raw:.2f}x (target >= 0.9x)", flush=True)
+        suts, raws = [], []
+        for _ in range(args.rounds):  # alternated, so drift on a shared machine hits both
+            suts.append(offline_throughput(args.model, batch))
+            raws.append(raw_throughput(args.model, batch))
+        ratios = sorted(s / r for s, r in zip(suts, raws, strict=True))
+        print(f"Offline, {args.model}, batch {batch}: SUT {statistics.median(suts):,.0f} samples/s, "
+              f"raw model {statistics.median(raws):,.0f} samples/s (medians of {args.rounds}), "
+              f"ratio {statistics.median(ratios):.2f}x (range {ratios[0]:.2f}-{ratios[-1]:.2f}; "
+              "target >= 0.9x)", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         batched = server_peak(f"builtin:{args.model},max_batch_size={BATCH},"
                               "max_queue_delay_us=2000", args.slo_ms, args.budget_s,
