@@ -48,8 +48,8 @@ def _accuracy(settings: TestSettings, sut: SystemUnderTest,
     value, samples = score(queries, collector.outputs)
     figures = {"value": value, "target": settings.accuracy_target, "samples": samples}
     if value < settings.accuracy_target:
-        return figures, (f"accuracy {value:.4f} is below accuracy_target "
-                         f"{settings.accuracy_target:g}",)
+        reason = f"accuracy {value:.4f} is below accuracy_target {settings.accuracy_target:g}"
+        return figures, (reason,)
     return figures, ()
 
 

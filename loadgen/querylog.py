@@ -28,6 +28,7 @@ KINDS_FILE = "queries.kinds.json"
 FLUSH_ROWS = 16_384  # rows buffered at most (~600 KB)
 RECORD = np.dtype([("query_id", "<i8"), ("scheduled_ns", "<i8"), ("sent_ns", "<i8"),
                    ("done_ns", "<i8"), ("status", "<i4")])
+_RECORD_NAMES: tuple[str, ...] = tuple(RECORD.fields or ())
 
 
 class QueryLog:
@@ -70,7 +71,7 @@ class QueryLog:
         if not n:
             return
         rows = np.empty(n, dtype=RECORD)
-        for name, col in zip(RECORD.names[:4], self._cols, strict=True):
+        for name, col in zip(_RECORD_NAMES[:4], self._cols, strict=True):
             rows[name] = np.frombuffer(col, dtype=np.int64)
             del col[:]
         for name in ("scheduled_ns", "sent_ns", "done_ns"):

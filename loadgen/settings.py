@@ -52,7 +52,8 @@ def _f(default: Any, doc: str) -> Any:
 class TestSettings:
     """One test definition. Units are in the names; 0 means 'no limit' where noted."""
 
-    scenario: Scenario = _f(Scenario.SERVER, "SingleStream, MultiStream, Server or Offline")
+    scenario: Scenario = _f(  # noqa: RUF009 - _f makes a field(), not a shared default
+        Scenario.SERVER, "SingleStream, MultiStream, Server or Offline")
     preset: str = _f("mlperf", "`mlperf` (compliant defaults) or `dev` (short, not compliant)")
     mode: str = _f("performance", "`performance`, or `accuracy` (every sample once, checked)")
     arrival: str = _f("poisson", "Server arrivals: `poisson`, `constant`, `gamma`, `burst`, "

@@ -338,5 +338,5 @@ def _waited_ms(req: Request) -> str:
 def _fail(req: Request, exc: BaseException) -> None:
     try:
         req.callback(exc)
-    except Exception:  # a caller's callback must not kill the dispatcher
+    except Exception:  # noqa: BLE001 - a caller's callback must not kill a worker or the reaper
         _log.exception("request callback raised")

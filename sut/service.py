@@ -323,7 +323,7 @@ class InferenceService:
         try:
             parts = {name: [r.inputs[name] for r in requests] for name in requests[0].inputs}
             outputs, phase = executor.run(parts, batch.rows)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any model error fails this batch only
             error = SutError(f"inference failed on a batch of {batch.rows} rows: {exc!r}")
             with self._lock:
                 self._failed += len(requests)
@@ -352,7 +352,7 @@ class InferenceService:
 def _call(callback: Callback, result: Any) -> None:
     try:
         callback(result)
-    except Exception:  # a caller's callback must not take the worker down
+    except Exception:  # noqa: BLE001 - a caller's callback must not take the worker down
         _log.exception("request callback raised")
 
 

@@ -325,5 +325,5 @@ class WorkerPool:
             while (batch := self._next_batch()) is not None:
                 try:
                     self._handle(executor, batch)
-                except Exception:  # handle fails its own requests; this is a last resort
+                except Exception:  # noqa: BLE001 - handle fails its own requests; last resort
                     _log.exception("worker failed on a batch")

@@ -36,11 +36,11 @@ def render_summary(r: dict[str, Any]) -> str:
     value = head["value"]
     shown = _ms(value).strip() if head["name"].endswith("_ns") else f"{value:.2f}"
     lines += ["", f"Headline  : {head['name']} = {shown}",
-              f"Queries   : {r['queries']}  samples: {r['samples']}  errors: {r['errors']}"
-              f"  duration: {r['duration_s']:.2f} s",
-              f"Rates     : scheduled {r['qps_scheduled']:.2f} QPS, completed "
-              f"{r['qps_completed']:.2f} QPS, {r['samples_per_s']:.2f} samples/s, "
-              f"goodput {r['goodput_qps']:.2f} QPS"]
+              (f"Queries   : {r['queries']}  samples: {r['samples']}  errors: {r['errors']}"
+               f"  duration: {r['duration_s']:.2f} s"),
+              (f"Rates     : scheduled {r['qps_scheduled']:.2f} QPS, completed "
+               f"{r['qps_completed']:.2f} QPS, {r['samples_per_s']:.2f} samples/s, "
+               f"goodput {r['goodput_qps']:.2f} QPS")]
     if s["target_latency_ms"]:
         lines.append(f"SLO       : p{s['target_latency_percentile']:g} <= "
                      f"{s['target_latency_ms']:g} ms; over SLO: {r['overlatency']}")

@@ -13,7 +13,7 @@ import signal
 import ssl
 from collections.abc import Callable, Mapping
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 

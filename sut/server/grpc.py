@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 from google.protobuf.message import DecodeError, Message
 
 from loadgen import protocol as p

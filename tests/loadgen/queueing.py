@@ -39,7 +39,7 @@ def md1_wait_cdf(t: float, rate: float, service: float) -> float:
     """
     rho = rate * service
     terms = []
-    for k in range(int(math.floor(t / service)) + 1):
+    for k in range(math.floor(t / service) + 1):
         x = rate * (k * service - t)
         terms.append((x**k) / math.factorial(k) * math.exp(-x))
     return (1 - rho) * math.fsum(terms)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from loadgen.adapters.null import NullSut
-from loadgen.api import run_loop, run_async
+from loadgen.api import run_async, run_loop
 from loadgen.settings import load_settings
 from tests.loadgen.fakes import FunctionSut
 
