@@ -2,8 +2,8 @@
 
 `InferenceService` owns one model: it loads it (timed), places a copy per
 device at the precision the device supports, measures the first inference,
-warms up through the real path; the `WorkerPool`'s threads take their batches from a
-`Batcher`.
+and warms up through the real path: a `WorkerPool` whose threads each take
+their next batch from a `Batcher`.
 Per request it reports durations in ns, disjoint and in order:
 
     queue            enqueue -> picked into a forming batch
