@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -12,7 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from sut.errors import ConfigError, InvalidInput, Overloaded, RequestTimeout, SutError
+from sut.errors import (
+    ConfigError,
+    InvalidInput,
+    ModelLoadError,
+    Overloaded,
+    RequestTimeout,
+    SutError,
+)
 from sut.service import InferenceService, InferResult, build_service
 from tests.sut import user_models
 from tests.sut.conftest import run
@@ -277,3 +285,37 @@ def test_a_service_that_has_not_started() -> None:
         service.metadata  # noqa: B018
     service.configure(max_batch_size=16)
     assert service.describe()["batcher"]["max_batch_size"] == 16
+
+
+def test_loading_runs_in_a_thread_that_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A thread that ran parallel torch ops keeps an OpenMP pool while it lives; one
+    # left alive makes libgomp throttle the workers' spin-waits.
+    import sut.service
+
+    loaders: list[threading.Thread] = []
+    real = sut.service.load_model
+
+    def recording(*args: Any) -> Any:
+        loaders.append(threading.current_thread())
+        return real(*args)
+
+    monkeypatch.setattr(sut.service, "load_model", recording)
+
+    async def body(service: InferenceService) -> bool:
+        return loaders[0].is_alive()
+
+    assert serve("mlp", body, warmup="0") is False
+    assert len(loaders) == 1
+
+
+def test_a_load_failure_is_raised_by_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sut.service
+
+    def failing(*args: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(sut.service, "load_model", failing)
+    service = build_service("mlp", {})
+    with pytest.raises(ModelLoadError, match="disk on fire"):
+        run(service.start())
+    assert not service.ready
