@@ -1,6 +1,10 @@
 """Dynamic batching on CPU: what the serving harness costs, and what batching buys.
 
 Prints, in one run:
+0. this machine's thread wake-up round trip, which sets what each hand-off between the
+   SUT's threads (the GIL between workers, a queue between a submitter and a worker)
+   costs: 75-80 us on the 2-vCPU Firecracker VM used in development, whose kernel
+   command line turns guest halt-polling off, so a waiting vCPU halts at once;
 1. Offline throughput of the SUT (`builtin:mlp`, max batch 32, then 256) against
    the raw model's own throughput at that batch with the same thread layout
    (target >= 0.9x), alternated over `--rounds` rounds: the median ratio and its range;
@@ -31,6 +35,26 @@ from sut.models import load_model
 from sut.workers import cpu_cores, plan_workers
 
 BATCH = 32
+
+
+def wake_round_trip_us(trips: int = 20_000) -> float:
+    """Mean round trip of two threads taking turns through two semaphores, in us."""
+    ping, pong = threading.Semaphore(0), threading.Semaphore(0)
+
+    def echo() -> None:
+        for _ in range(trips):
+            ping.acquire()
+            pong.release()
+
+    thread = threading.Thread(target=echo)
+    thread.start()
+    start = time.perf_counter()
+    for _ in range(trips):
+        ping.release()
+        pong.acquire()
+    elapsed = time.perf_counter() - start
+    thread.join()
+    return elapsed / trips * 1e6
 
 
 def raw_throughput(model: str, batch: int, seconds: float = 3.0) -> float:
@@ -88,6 +112,8 @@ def main() -> None:
     parser.add_argument("--offline-batches", default=f"{BATCH},256",
                         help="comma-separated max batch sizes for the Offline comparison")
     args = parser.parse_args()
+    print(f"Thread wake-up round trip: {wake_round_trip_us():.1f} us (two threads, semaphores)",
+          flush=True)
     for batch in (int(b) for b in args.offline_batches.split(",")):
         suts, raws = [], []
         for _ in range(args.rounds):  # alternated, so drift on a shared machine hits both
