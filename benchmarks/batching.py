@@ -12,7 +12,7 @@ Prints, in one run:
    same SUT with `max_batch_size=1` (target >= 3x), found by find-peak.
 
     .venv/bin/python benchmarks/batching.py [--model mlp] [--rounds 3] [--slo-ms 20]
-        [--budget-s 150] [--offline-batches 32,256]
+        [--budget-s 150] [--offline-batches 32,256] [--layout 1x2] [--no-server]
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def wake_round_trip_us(trips: int = 20_000) -> float:
     return elapsed / trips * 1e6
 
 
-def raw_throughput(model: str, batch: int, seconds: float = 3.0) -> float:
+def raw_throughput(model: str, batch: int, layout: tuple[int, int], seconds: float = 3.0
+                   ) -> float:
     """Samples/s of the bare model on one batch, laid out like the SUT's CPU workers: one
     Python thread per worker, each setting its own intra-op thread count (set only in the
     main thread, the count does not reach the others and they oversubscribe the cores:
@@ -66,12 +67,12 @@ def raw_throughput(model: str, batch: int, seconds: float = 3.0) -> float:
     inputs = loaded.dataset.sample_inputs(np.arange(batch) % loaded.dataset.size)
     tensors = [torch.from_numpy(np.ascontiguousarray(v)) for v in inputs.values()]
     module = loaded.module.eval()
-    plan = plan_workers("cpu", cores=cpu_cores(), cuda_count=0)
-    counts = [0] * len(plan.devices)
+    workers, threads_per_worker = layout
+    counts = [0] * workers
     deadline = time.perf_counter() + seconds
 
     def work(slot: int) -> None:
-        torch.set_num_threads(plan.threads_per_worker)
+        torch.set_num_threads(threads_per_worker)
         with torch.inference_mode():
             for _ in range(20):
                 module(*tensors)
@@ -88,10 +89,12 @@ def raw_throughput(model: str, batch: int, seconds: float = 3.0) -> float:
     return sum(counts) / (time.perf_counter() - start)
 
 
-def offline_throughput(model: str, batch: int) -> float:
+def offline_throughput(model: str, batch: int, layout: tuple[int, int]) -> float:
     settings = load_settings(None, ["scenario='Offline'", "preset='dev'", "target_qps=60000",
                                     "min_duration_s=3", "warmup_s=0"])
-    result = run_test(settings, make_sut(f"builtin:{model},max_batch_size={batch}"))
+    workers, threads = layout
+    spec = f"builtin:{model},max_batch_size={batch},workers={workers},threads={threads}"
+    result = run_test(settings, make_sut(spec))
     return float(result["samples_per_s"])
 
 
@@ -111,19 +114,31 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="Offline SUT/raw alternations")
     parser.add_argument("--offline-batches", default=f"{BATCH},256",
                         help="comma-separated max batch sizes for the Offline comparison")
+    parser.add_argument("--layout", help="Offline CPU layout WORKERSxTHREADS, e.g. 1x2 "
+                        "(default: the SUT's own plan for this machine)")
+    parser.add_argument("--no-server", action="store_true", help="Offline comparison only")
     args = parser.parse_args()
+    if args.layout:
+        workers, _, threads = args.layout.partition("x")
+        layout = (int(workers), int(threads))
+    else:
+        plan = plan_workers("cpu", cores=cpu_cores(), cuda_count=0)
+        layout = (len(plan.devices), plan.threads_per_worker)
     print(f"Thread wake-up round trip: {wake_round_trip_us():.1f} us (two threads, semaphores)",
           flush=True)
     for batch in (int(b) for b in args.offline_batches.split(",")):
         suts, raws = [], []
         for _ in range(args.rounds):  # alternated, so drift on a shared machine hits both
-            suts.append(offline_throughput(args.model, batch))
-            raws.append(raw_throughput(args.model, batch))
+            suts.append(offline_throughput(args.model, batch, layout))
+            raws.append(raw_throughput(args.model, batch, layout))
         ratios = sorted(s / r for s, r in zip(suts, raws, strict=True))
-        print(f"Offline, {args.model}, batch {batch}: SUT {statistics.median(suts):,.0f} samples/s, "
+        print(f"Offline, {args.model}, batch {batch}, {layout[0]} workers x {layout[1]} "
+              f"threads: SUT {statistics.median(suts):,.0f} samples/s, "
               f"raw model {statistics.median(raws):,.0f} samples/s (medians of {args.rounds}), "
               f"ratio {statistics.median(ratios):.2f}x (range {ratios[0]:.2f}-{ratios[-1]:.2f}; "
               "target >= 0.9x)", flush=True)
+    if args.no_server:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         batched = server_peak(f"builtin:{args.model},max_batch_size={BATCH},"
                               "max_queue_delay_us=2000", args.slo_ms, args.budget_s,
