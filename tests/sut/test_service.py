@@ -21,6 +21,7 @@ from sut.errors import (
     RequestTimeout,
     SutError,
 )
+from sut.models import load_model
 from sut.service import InferenceService, InferResult, build_service
 from tests.sut import user_models
 from tests.sut.conftest import run
@@ -290,16 +291,13 @@ def test_a_service_that_has_not_started() -> None:
 def test_loading_runs_in_a_thread_that_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
     # A thread that ran parallel torch ops keeps an OpenMP pool while it lives; one
     # left alive makes libgomp throttle the workers' spin-waits.
-    import sut.service
-
     loaders: list[threading.Thread] = []
-    real = sut.service.load_model
 
     def recording(*args: Any) -> Any:
         loaders.append(threading.current_thread())
-        return real(*args)
+        return load_model(*args)
 
-    monkeypatch.setattr(sut.service, "load_model", recording)
+    monkeypatch.setattr("sut.service.load_model", recording)
 
     async def body(service: InferenceService) -> bool:
         return loaders[0].is_alive()
@@ -309,12 +307,10 @@ def test_loading_runs_in_a_thread_that_has_ended(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_load_failure_is_raised_by_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sut.service
-
     def failing(*args: Any) -> Any:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(sut.service, "load_model", failing)
+    monkeypatch.setattr("sut.service.load_model", failing)
     service = build_service("mlp", {})
     with pytest.raises(ModelLoadError, match="disk on fire"):
         run(service.start())
