@@ -120,6 +120,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.layout:
         workers, _, threads = args.layout.partition("x")
+        if not (workers.isdigit() and threads.isdigit() and int(workers) and int(threads)):
+            parser.error(f"--layout wants WORKERSxTHREADS such as 1x2, got {args.layout!r}")
         layout = (int(workers), int(threads))
     else:
         plan = plan_workers("cpu", cores=cpu_cores(), cuda_count=0)
