@@ -31,6 +31,7 @@ from loadgen.adapters.registry import make_sut
 from loadgen.api import run_test
 from loadgen.search import SearchConfig, find_peak
 from loadgen.settings import load_settings
+from sut.errors import ConfigError
 from sut.models import load_model
 from sut.workers import cpu_cores, plan_workers
 
@@ -55,6 +56,19 @@ def wake_round_trip_us(trips: int = 20_000) -> float:
     elapsed = time.perf_counter() - start
     thread.join()
     return elapsed / trips * 1e6
+
+
+def cpu_layout(spec: str | None) -> tuple[int, int]:
+    """(workers, threads per worker) from `WORKERSxTHREADS`, checked as the SUT checks its
+    `workers` and `threads` (ConfigError past the cores), or the SUT's own plan when None."""
+    workers = threads = None
+    if spec is not None:
+        w, sep, t = spec.partition("x")
+        if not (sep and w.isdigit() and t.isdigit()):
+            raise ValueError("want WORKERSxTHREADS, such as 1x2")
+        workers, threads = int(w), int(t)
+    plan = plan_workers("cpu", workers=workers, threads=threads, cores=cpu_cores(), cuda_count=0)
+    return len(plan.devices), plan.threads_per_worker
 
 
 def raw_throughput(model: str, batch: int, layout: tuple[int, int], seconds: float = 3.0
@@ -118,14 +132,10 @@ def main() -> None:
                         "(default: the SUT's own plan for this machine)")
     parser.add_argument("--no-server", action="store_true", help="Offline comparison only")
     args = parser.parse_args()
-    if args.layout:
-        workers, _, threads = args.layout.partition("x")
-        if not (workers.isdigit() and threads.isdigit() and int(workers) and int(threads)):
-            parser.error(f"--layout wants WORKERSxTHREADS such as 1x2, got {args.layout!r}")
-        layout = (int(workers), int(threads))
-    else:
-        plan = plan_workers("cpu", cores=cpu_cores(), cuda_count=0)
-        layout = (len(plan.devices), plan.threads_per_worker)
+    try:
+        layout = cpu_layout(args.layout)
+    except (ValueError, ConfigError) as exc:
+        parser.error(f"--layout {args.layout}: {exc}")
     print(f"Thread wake-up round trip: {wake_round_trip_us():.1f} us (two threads, semaphores)",
           flush=True)
     for batch in (int(b) for b in args.offline_batches.split(",")):
