@@ -256,7 +256,7 @@ class Executor:
         buf = self._staging.get(spec.name)
         if buf is None or buf.shape[0] < rows or tuple(buf.shape[1:]) != shape:
             buf = torch.empty((rows, *shape), dtype=torch_dtype(spec.datatype),
-                              pin_memory=torch.cuda.is_available())
+                              pin_memory=True)
             self._staging[spec.name] = buf
         view = buf.numpy()[:rows]
         if len(parts) == 1:
