@@ -5,14 +5,17 @@ Prints, in one run:
    SUT's threads (the GIL between workers, a queue between a submitter and a worker)
    costs: 75-80 us on the 2-vCPU Firecracker VM used in development, whose kernel
    command line turns guest halt-polling off, so a waiting vCPU halts at once;
-1. Offline throughput of the SUT (`builtin:mlp`, max batch 32, then 256) against
-   the raw model's own throughput at that batch with the same thread layout
-   (target >= 0.9x), alternated over `--rounds` rounds: the median ratio and its range;
-2. the highest Server QPS meeting a p99 SLO with dynamic batching against the
-   same SUT with `max_batch_size=1` (target >= 3x), found by find-peak.
+1. for each built-in model (mlp, cnn, transformer) and max batch (32, then 256),
+   Offline throughput of the SUT against the raw model's own throughput at that batch
+   with the same thread layout (target >= 0.9x), alternated over `--rounds` rounds: the
+   median ratio and its range. The harness costs a roughly fixed time per batch, so the
+   ratio is lowest where a batch computes fastest (mlp at batch 32: ~0.3 ms);
+2. the highest Server QPS meeting a p99 SLO with dynamic batching (`--model`, max
+   batch 32) against the same SUT with `max_batch_size=1` (target >= 3x), by find-peak.
 
-    .venv/bin/python benchmarks/batching.py [--model mlp] [--rounds 3] [--slo-ms 20]
-        [--budget-s 150] [--offline-batches 32,256] [--layout 1x2] [--no-server]
+    .venv/bin/python benchmarks/batching.py [--models mlp,cnn,transformer] [--rounds 3]
+        [--offline-batches 32,256] [--layout 1x2] [--no-server]
+        [--model mlp] [--slo-ms 20] [--budget-s 150]
 """
 
 from __future__ import annotations
@@ -76,40 +79,63 @@ def raw_throughput(model: str, batch: int, layout: tuple[int, int], seconds: flo
     """Samples/s of the bare model on one batch, laid out like the SUT's CPU workers: one
     Python thread per worker, each setting its own intra-op thread count (set only in the
     main thread, the count does not reach the others and they oversubscribe the cores:
-    ~0.7x), inference mode."""
+    ~0.7x), inference mode. The window opens once every thread has warmed up and closes
+    when the last one ends its last forward pass."""
     loaded = load_model(model, {}, seed=0)
     inputs = loaded.dataset.sample_inputs(np.arange(batch) % loaded.dataset.size)
     tensors = [torch.from_numpy(np.ascontiguousarray(v)) for v in inputs.values()]
     module = loaded.module.eval()
     workers, threads_per_worker = layout
     counts = [0] * workers
-    deadline = time.perf_counter() + seconds
+    ends = [0.0] * workers
+    window: list[float] = []
+    warmed = threading.Barrier(workers, action=lambda: window.append(time.perf_counter()))
 
     def work(slot: int) -> None:
         torch.set_num_threads(threads_per_worker)
         with torch.inference_mode():
-            for _ in range(20):
+            for _ in range(5):
                 module(*tensors)
+            warmed.wait()
+            deadline = window[0] + seconds
             while time.perf_counter() < deadline:
                 module(*tensors)
                 counts[slot] += batch
+            ends[slot] = time.perf_counter()
 
-    start = time.perf_counter()
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(counts))]
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(workers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return sum(counts) / (time.perf_counter() - start)
+    return sum(counts) / (max(ends) - window[0])
 
 
-def offline_throughput(model: str, batch: int, layout: tuple[int, int]) -> float:
-    settings = load_settings(None, ["scenario='Offline'", "preset='dev'", "target_qps=60000",
-                                    "min_duration_s=3", "warmup_s=0"])
+def offline_throughput(model: str, batch: int, layout: tuple[int, int], expected: float
+                       ) -> float:
+    """Samples/s of an Offline run of the SUT sized to last ~3 s at `expected` samples/s."""
+    settings = load_settings(None, ["scenario='Offline'", "preset='dev'",
+                                    f"target_qps={expected:.0f}", "min_duration_s=3",
+                                    "warmup_s=0"])
     workers, threads = layout
     spec = f"builtin:{model},max_batch_size={batch},workers={workers},threads={threads}"
     result = run_test(settings, make_sut(spec))
     return float(result["samples_per_s"])
+
+
+def offline_line(model: str, batch: int, layout: tuple[int, int], rounds: int) -> None:
+    """Print the SUT's Offline throughput against the raw model's, alternated `rounds` times
+    (so drift on a shared machine hits both), each SUT run sized by the raw figure before it."""
+    suts, raws = [], []
+    for _ in range(rounds):
+        raws.append(raw_throughput(model, batch, layout))
+        suts.append(offline_throughput(model, batch, layout, raws[-1]))
+    ratios = sorted(s / r for s, r in zip(suts, raws, strict=True))
+    print(f"Offline, {model}, batch {batch}, {layout[0]} workers x {layout[1]} threads: "
+          f"SUT {statistics.median(suts):,.0f} samples/s, raw model "
+          f"{statistics.median(raws):,.0f} samples/s (medians of {rounds}), ratio "
+          f"{statistics.median(ratios):.2f}x (range {ratios[0]:.2f}-{ratios[-1]:.2f}; "
+          "target >= 0.9x)", flush=True)
 
 
 def server_peak(spec: str, slo_ms: float, budget_s: float, out: Path) -> dict:
@@ -122,7 +148,9 @@ def server_peak(spec: str, slo_ms: float, budget_s: float, out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default="mlp")
+    parser.add_argument("--models", default="mlp,cnn,transformer",
+                        help="comma-separated built-in models for the Offline comparison")
+    parser.add_argument("--model", default="mlp", help="the model for the Server comparison")
     parser.add_argument("--slo-ms", type=float, default=20.0)
     parser.add_argument("--budget-s", type=float, default=150.0, help="per find-peak")
     parser.add_argument("--rounds", type=int, default=3, help="Offline SUT/raw alternations")
@@ -138,17 +166,9 @@ def main() -> None:
         parser.error(f"--layout {args.layout}: {exc}")
     print(f"Thread wake-up round trip: {wake_round_trip_us():.1f} us (two threads, semaphores)",
           flush=True)
-    for batch in (int(b) for b in args.offline_batches.split(",")):
-        suts, raws = [], []
-        for _ in range(args.rounds):  # alternated, so drift on a shared machine hits both
-            suts.append(offline_throughput(args.model, batch, layout))
-            raws.append(raw_throughput(args.model, batch, layout))
-        ratios = sorted(s / r for s, r in zip(suts, raws, strict=True))
-        print(f"Offline, {args.model}, batch {batch}, {layout[0]} workers x {layout[1]} "
-              f"threads: SUT {statistics.median(suts):,.0f} samples/s, "
-              f"raw model {statistics.median(raws):,.0f} samples/s (medians of {args.rounds}), "
-              f"ratio {statistics.median(ratios):.2f}x (range {ratios[0]:.2f}-{ratios[-1]:.2f}; "
-              "target >= 0.9x)", flush=True)
+    for model in args.models.split(","):
+        for batch in (int(b) for b in args.offline_batches.split(",")):
+            offline_line(model, batch, layout, args.rounds)
     if args.no_server:
         return
     with tempfile.TemporaryDirectory() as tmp:
