@@ -8,8 +8,10 @@ Prints, in one run:
 1. for each built-in model (mlp, cnn, transformer) and max batch (32, then 256),
    Offline throughput of the SUT against the raw model's own throughput at that batch
    with the same thread layout (target >= 0.9x), alternated over `--rounds` rounds: the
-   median ratio and its range. The harness costs a roughly fixed time per batch, so the
-   ratio is lowest where a batch computes fastest (mlp at batch 32: ~0.3 ms);
+   median ratio and its range, and the time the SUT adds per batch in each worker. That
+   time is roughly fixed (hand-offs of the GIL between workers more than the harness's
+   own code), so the ratio is lowest where a batch computes fastest (mlp at batch 32:
+   ~0.3 ms);
 2. the highest Server QPS meeting a p99 SLO with dynamic batching (`--model`, max
    batch 32) against the same SUT with `max_batch_size=1` (target >= 3x), by find-peak.
 
@@ -131,11 +133,12 @@ def offline_line(model: str, batch: int, layout: tuple[int, int], rounds: int) -
         raws.append(raw_throughput(model, batch, layout))
         suts.append(offline_throughput(model, batch, layout, raws[-1]))
     ratios = sorted(s / r for s, r in zip(suts, raws, strict=True))
+    sut, raw = statistics.median(suts), statistics.median(raws)
+    extra_us = (1 / sut - 1 / raw) * batch * layout[0] * 1e6  # per batch, in each worker
     print(f"Offline, {model}, batch {batch}, {layout[0]} workers x {layout[1]} threads: "
-          f"SUT {statistics.median(suts):,.0f} samples/s, raw model "
-          f"{statistics.median(raws):,.0f} samples/s (medians of {rounds}), ratio "
-          f"{statistics.median(ratios):.2f}x (range {ratios[0]:.2f}-{ratios[-1]:.2f}; "
-          "target >= 0.9x)", flush=True)
+          f"SUT {sut:,.0f} samples/s, raw model {raw:,.0f} samples/s (medians of {rounds}), "
+          f"ratio {statistics.median(ratios):.2f}x (range {ratios[0]:.2f}-{ratios[-1]:.2f}; "
+          f"target >= 0.9x); the SUT adds {extra_us:.0f} us per batch per worker", flush=True)
 
 
 def server_peak(spec: str, slo_ms: float, budget_s: float, out: Path) -> dict:
