@@ -4,7 +4,8 @@ Prints, in one run:
 0. this machine's thread wake-up round trip, which sets what each hand-off between the
    SUT's threads (the GIL between workers, a queue between a submitter and a worker)
    costs: 75-80 us on the 2-vCPU Firecracker VM used in development, whose kernel
-   command line turns guest halt-polling off, so a waiting vCPU halts at once;
+   command line turns guest halt-polling off, so a waiting vCPU halts at once, and what
+   the harness's own code costs per batch, on a model that computes nothing;
 1. for each built-in model (mlp, cnn, transformer) and max batch (32, then 256),
    Offline throughput of the SUT against the raw model's own throughput at that batch
    with the same thread layout (target >= 0.9x), alternated over `--rounds` rounds: the
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
 from loadgen.adapters.registry import make_sut
 from loadgen.api import run_test
@@ -113,6 +115,17 @@ def raw_throughput(model: str, batch: int, layout: tuple[int, int], seconds: flo
     return sum(counts) / (max(ends) - window[0])
 
 
+class FirstColumns(nn.Module):
+    """A model that computes nothing: its output is a view of its input's first 10 columns."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, :10]
+
+
+#: `FirstColumns` as a user model of mlp's input shape, loaded from this script
+NO_COMPUTE = "import:__main__:FirstColumns,input_shape=256"
+
+
 def offline_throughput(model: str, batch: int, layout: tuple[int, int], expected: float
                        ) -> float:
     """Samples/s of an Offline run of the SUT sized to last ~3 s at `expected` samples/s."""
@@ -123,6 +136,14 @@ def offline_throughput(model: str, batch: int, layout: tuple[int, int], expected
     spec = f"builtin:{model},max_batch_size={batch},workers={workers},threads={threads}"
     result = run_test(settings, make_sut(spec))
     return float(result["samples_per_s"])
+
+
+def harness_line(batch: int, layout: tuple[int, int]) -> None:
+    """Print what the harness alone costs a batch: Offline on a model that computes nothing,
+    where the workers' Python runs one at a time under the GIL."""
+    samples = offline_throughput(NO_COMPUTE, batch, layout, expected=1e6)
+    print(f"Harness alone, batch {batch} ({NO_COMPUTE.partition(',')[0]}, no compute): "
+          f"{samples:,.0f} samples/s, {batch / samples * 1e6:.1f} us per batch", flush=True)
 
 
 def offline_line(model: str, batch: int, layout: tuple[int, int], rounds: int) -> None:
@@ -169,8 +190,11 @@ def main() -> None:
         parser.error(f"--layout {args.layout}: {exc}")
     print(f"Thread wake-up round trip: {wake_round_trip_us():.1f} us (two threads, semaphores)",
           flush=True)
+    batches = [int(b) for b in args.offline_batches.split(",")]
+    for batch in batches:
+        harness_line(batch, layout)
     for model in args.models.split(","):
-        for batch in (int(b) for b in args.offline_batches.split(",")):
+        for batch in batches:
             offline_line(model, batch, layout, args.rounds)
     if args.no_server:
         return
