@@ -188,9 +188,12 @@ def main() -> None:
         layout = cpu_layout(args.layout)
     except (ValueError, ConfigError) as exc:
         parser.error(f"--layout {args.layout}: {exc}")
+    batches = [int(b) for b in args.offline_batches.split(",") if b.isdigit() and int(b) > 0]
+    if len(batches) != len(args.offline_batches.split(",")):
+        parser.error(f"--offline-batches {args.offline_batches}: want positive integers, "
+                     "such as 32,256")
     print(f"Thread wake-up round trip: {wake_round_trip_us():.1f} us (two threads, semaphores)",
           flush=True)
-    batches = [int(b) for b in args.offline_batches.split(",")]
     for batch in batches:
         harness_line(batch, layout)
     for model in args.models.split(","):
