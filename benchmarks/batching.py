@@ -39,7 +39,7 @@ from loadgen.api import run_test
 from loadgen.search import SearchConfig, find_peak
 from loadgen.settings import load_settings
 from sut.errors import ConfigError
-from sut.models import load_model
+from sut.models import check_model, load_model
 from sut.workers import cpu_cores, plan_workers
 
 BATCH = 32
@@ -192,11 +192,17 @@ def main() -> None:
     if len(batches) != len(args.offline_batches.split(",")):
         parser.error(f"--offline-batches {args.offline_batches}: want positive integers, "
                      "such as 32,256")
+    models = args.models.split(",")
+    for model in (*models, args.model):
+        try:
+            check_model(model, {})
+        except ConfigError as exc:
+            parser.error(str(exc))
     print(f"Thread wake-up round trip: {wake_round_trip_us():.1f} us (two threads, semaphores)",
           flush=True)
     for batch in batches:
         harness_line(batch, layout)
-    for model in args.models.split(","):
+    for model in models:
         for batch in batches:
             offline_line(model, batch, layout, args.rounds)
     if args.no_server:
