@@ -10,9 +10,9 @@ Prints, in one run:
    Offline throughput of the SUT against the raw model's own throughput at that batch
    with the same thread layout (target >= 0.9x), alternated over `--rounds` rounds: the
    median ratio and its range, and the time the SUT adds per batch in each worker. That
-   time is roughly fixed (hand-offs of the GIL between workers more than the harness's
-   own code), so the ratio is lowest where a batch computes fastest (mlp at batch 32:
-   ~0.3 ms);
+   time is a few hundred us (hand-offs of the GIL between workers more than the
+   harness's own code), so the ratio is lowest where a batch computes fastest (mlp at
+   batch 32: ~0.25 ms);
 2. the highest Server QPS meeting a p99 SLO with dynamic batching (`--model`, max
    batch 32) against the same SUT with `max_batch_size=1` (target >= 3x), by find-peak.
 
