@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sut.batcher import Batch, Batcher
+from sut.batcher import Batch, Batcher, BatcherConfig
 from sut.errors import InvalidInput, ModelLoadError, SutError
 from sut.models import LoadedModel, check_model, load_model
 from sut.options import ServiceOptions, parse_options
@@ -161,12 +161,19 @@ class InferenceService:
             raise InvalidInput(f"timeout_ns must be > 0, got {timeout_ns}")
         batcher.submit(inputs, rows, callback, priority, timeout_ns)
 
-    def configure(self, **knobs: Any) -> None:
-        """Retune batcher knobs (max_batch_size, max_queue_delay_us, ...) live; validated."""
+    @property
+    def batcher_config(self) -> BatcherConfig:
+        """The batcher knobs in force."""
+        return self._batcher_config
+
+    def configure(self, **knobs: Any) -> BatcherConfig:
+        """Retune batcher knobs (max_batch_size, max_queue_delay_us, ...) live; validated
+        as a whole (ConfigError names a bad knob); returns the knobs in force."""
         if self._batcher is not None:
             self._batcher_config = self._batcher.configure(**knobs)
         else:
             self._batcher_config = self._batcher_config.with_knobs(**knobs)
+        return self._batcher_config
 
     # -- reporting -----------------------------------------------------------
 

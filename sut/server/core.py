@@ -17,6 +17,7 @@ Request parameters honoured: `priority` (int >= 0, lower runs first) and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import importlib.metadata
 import time
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from loadgen import protocol as p
-from sut.errors import InvalidInput
+from sut.errors import ConfigError, InvalidInput
 from sut.server.errors import (
     Answer,
     Busy,
@@ -160,6 +161,25 @@ class ServerCore:
             "batch_stats": [{"batch_size": size, "compute_infer": {"count": count}}
                             for size, count in s["batch_sizes"].items()],
         }]}
+
+    def batcher_knobs(self, name: str, version: str = "") -> dict[str, Any]:
+        """The model's batcher knobs in force."""
+        self.model(name, version)
+        return dataclasses.asdict(self.service.batcher_config)
+
+    def retune(self, name: str, version: str, knobs: Any) -> dict[str, Any]:
+        """Change batcher knobs live from a decoded JSON object; the knobs now in force.
+
+        InvalidInput names an unknown knob or a bad value; nothing changes then.
+        """
+        self.model(name, version)
+        if not isinstance(knobs, dict) or not knobs:
+            raise InvalidInput('want a JSON object of batcher knobs, such as '
+                               '{"max_queue_delay_us": 500}')
+        try:
+            return dataclasses.asdict(self.service.configure(**knobs))
+        except ConfigError as exc:
+            raise InvalidInput(str(exc)) from None
 
     # -- inference -----------------------------------------------------------
 

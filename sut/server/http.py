@@ -6,6 +6,9 @@
     GET  /v2/models/{m}[/versions/{v}]/ready      200 {"name", "ready": true}
     POST /v2/models/{m}[/versions/{v}]/infer      JSON and binary tensor data
     GET  /v2/models/{m}[/versions/{v}]/stats      per-model statistics
+    GET  /v2/models/{m}[/versions/{v}]/batcher    the batcher knobs in force
+    POST /v2/models/{m}[/versions/{v}]/batcher    retune knobs live: a JSON object of
+                                                  knob -> value; answers the knobs in force
     GET  /metrics                                 Prometheus text
 
 Every error is `{"error": message}` with the status `sut.server.errors` gives. With a
@@ -22,6 +25,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from loadgen import protocol as p
+from sut.errors import InvalidInput
 from sut.server.core import ServerCore
 from sut.server.errors import PayloadTooLarge, Unavailable, answer_for
 
@@ -49,6 +53,8 @@ def make_app(core: ServerCore, registry: CollectorRegistry) -> web.Application:
         router.add_get(f"{base}/ready", _model_ready)
         router.add_post(f"{base}/infer", _infer)
         router.add_get(f"{base}/stats", _stats)
+        router.add_get(f"{base}/batcher", _batcher_knobs)
+        router.add_post(f"{base}/batcher", _retune)
     router.add_get("/metrics", _metrics)
     return app
 
@@ -111,6 +117,22 @@ async def _stats(request: web.Request) -> web.Response:
     info = request.match_info
     return web.json_response(request.app[CORE].model_stats(info["model"],
                                                            info.get("version", "")))
+
+
+async def _batcher_knobs(request: web.Request) -> web.Response:
+    info = request.match_info
+    return web.json_response(request.app[CORE].batcher_knobs(info["model"],
+                                                             info.get("version", "")))
+
+
+async def _retune(request: web.Request) -> web.Response:
+    info = request.match_info
+    try:
+        knobs = await request.json()
+    except ValueError:  # json.JSONDecodeError, UnicodeDecodeError
+        raise InvalidInput("the body is not JSON") from None
+    return web.json_response(request.app[CORE].retune(info["model"], info.get("version", ""),
+                                                      knobs))
 
 
 async def _metrics(request: web.Request) -> web.Response:

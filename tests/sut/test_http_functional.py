@@ -204,6 +204,49 @@ def test_malformed_requests_get_400_and_the_server_keeps_serving(
     assert infer(server, inputs(1), True, True)[0] == 200
 
 
+def post_json(server: ServerThread, path: str, body: bytes) -> tuple[int, Any]:
+    status, _, data = call(server, "POST", path, body, {"Content-Type": "application/json"})
+    return status, json.loads(data)
+
+
+def test_batcher_knobs_are_retuned_live(server: ServerThread) -> None:
+    status, before = get_json(server, "/v2/models/mlp/batcher")
+    assert status == 200 and before["max_batch_size"] == 8
+    change = {"max_batch_size": 2, "preferred_batch_sizes": [2]}
+    try:
+        status, now = post_json(server, "/v2/models/mlp/versions/1/batcher",
+                                json.dumps(change).encode())
+        assert (status, now) == (200, {**before, **change})
+        assert get_json(server, "/v2/models/mlp/batcher") == (200, now)
+        status, error = infer(server, inputs(3), True, True)
+        assert status == 400 and "max_batch_size=2" in str(error)
+        status, out = infer(server, inputs(2), True, True)
+        assert status == 200 and isinstance(out, p.InferResponse)
+        assert out.parameters[p.BATCH_SIZE] <= 2
+    finally:
+        assert post_json(server, "/v2/models/mlp/batcher", json.dumps(before).encode()) == (
+            200, before)
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    (b"max_batch_size=4", "not JSON"),
+    (b"[4]", "want a JSON object"),
+    (b"{}", "want a JSON object"),
+    (b'{"max_batch_sise": 4}', "max_batch_sise: unknown batcher knob"),
+    (b'{"max_batch_size": 0}', "max_batch_size: must be >= 1"),
+    (b'{"max_batch_size": 4, "max_queue_delay_us": 1.5}', "max_queue_delay_us: must be an int"),
+    (b'{"max_queue_size": true}', "max_queue_size: must be an integer"),
+    (b'{"preferred_batch_sizes": [64]}', "preferred_batch_sizes: must be integers in [1, "),
+])
+def test_a_bad_retune_is_400_and_changes_nothing(server: ServerThread, body: bytes,
+                                                 words: str) -> None:
+    before = get_json(server, "/v2/models/mlp/batcher")
+    status, answer = post_json(server, "/v2/models/mlp/batcher", body)
+    assert status == 400 and words in answer["error"]
+    assert get_json(server, "/v2/models/mlp/batcher") == before
+    assert post_json(server, "/v2/models/nope/batcher", b'{"max_batch_size": 4}')[0] == 404
+
+
 def test_unknown_route_and_method(server: ServerThread) -> None:
     status, _, data = call(server, "GET", "/v2/nowhere")
     assert status == 404 and "/v2/nowhere" in json.loads(data)["error"]

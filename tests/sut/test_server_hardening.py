@@ -215,6 +215,9 @@ def test_bearer_token(token: str | None) -> None:
             assert status == 401 and got["WWW-Authenticate"] == "Bearer"
             assert "bearer token" in json.loads(data)["error"]
         assert call(url, "GET", "/metrics")[0] == 401
+        retune = b'{"max_batch_size": 1}'
+        assert call(url, "POST", "/v2/models/mlp/batcher", retune)[0] == 401
+        assert service.batcher_config.max_batch_size != 1
         for metadata in ((), (("authorization", "Bearer nope"),)):
             with pytest.raises(grpc.RpcError) as err:
                 stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp"), metadata=metadata)
