@@ -110,7 +110,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p = sub.add_parser("sweep", help="grid of settings and SUT knobs, N launches per point")
     _common(p)
     p.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2|A:B:STEP",
-                   help="a settings key, or sut.KEY for a SUT option (repeatable: product)")
+                   help="a settings key, sut.KEY for a SUT option, or batcher.KEY for a "
+                        "knob of a remote `loadgen serve`, retuned live (repeatable: product)")
     p.add_argument("--launches", type=int, default=3, help="independent launches per point")
     p.set_defaults(handler=_sweep)
 

@@ -8,6 +8,9 @@ Grid syntax (`--grid` repeated gives the cartesian product, first axis slowest):
                         (builtin:mlp,max_batch_size=8 with sut.max_batch_size=1,32 runs
                         builtin:mlp,max_batch_size=1 and builtin:mlp,max_batch_size=32);
                         values are kept as written, and a:b:step works here too
+    batcher.KEY=1,2,... an integer batcher knob of a remote `loadgen serve` (an http[s]://
+                        SUT), retuned live before each point's launches and put back as it
+                        was when the sweep ends (loadgen.adapters.batcher_control)
 
 Each launch is its own `run_test` call with a fresh SUT built from the spec (for a
 builtin SUT, a new service). Launch k shifts the schedule and sample-index seeds by
@@ -63,8 +66,11 @@ __all__ = [
 NOISY_CV = 0.05
 SEED_MOD = 2**64
 SUT_PREFIX = "sut."
+BATCHER_PREFIX = "batcher."
 
 Runner = Callable[[TestSettings, str, Path], dict[str, Any]]
+Retuner = Callable[[str, Mapping[str, Any] | None], dict[str, Any]]
+"""(spec, knobs to set or None) -> the remote batcher knobs in force."""
 
 METRICS: dict[str, Callable[[Mapping[str, Any]], float]] = {
     "qps_scheduled": lambda r: float(r["qps_scheduled"]),
@@ -82,7 +88,7 @@ _RANGE = re.compile(r"^\s*(-?[0-9.eE+-]+)\s*:\s*(-?[0-9.eE+-]+)\s*:\s*([0-9.eE+-
 
 @dataclass(frozen=True, slots=True)
 class Axis:
-    """One grid axis: a settings key or `sut.KEY`, and its values in order."""
+    """One grid axis: a settings key, `sut.KEY` or `batcher.KEY`, and its values in order."""
 
     key: str
     values: tuple[Any, ...]
@@ -91,6 +97,11 @@ class Axis:
     def is_sut(self) -> bool:
         """Whether the axis rewrites the SUT spec rather than a setting."""
         return self.key.startswith(SUT_PREFIX)
+
+    @property
+    def is_batcher(self) -> bool:
+        """Whether the axis retunes a remote server's batcher rather than a setting."""
+        return self.key.startswith(BATCHER_PREFIX)
 
 
 def _range(text: str) -> list[float | int] | None:
@@ -119,6 +130,8 @@ def parse_axis(text: str) -> Axis:
     if not sep or not key or not raw.strip():
         raise SettingsError([f"--grid {text!r}: expected KEY=v1,v2,... or KEY=start:stop:step"])
     numbers = _range(raw)
+    if key.startswith(BATCHER_PREFIX):
+        return Axis(key, tuple(numbers) if numbers is not None else _integers(text, raw))
     if key.startswith(SUT_PREFIX):
         if len(key) == len(SUT_PREFIX):
             raise SettingsError([f"--grid {text!r}: name the SUT option after 'sut.'"])
@@ -128,6 +141,16 @@ def parse_axis(text: str) -> Axis:
         return Axis(key, tuple(numbers))
     values = [parse_overrides([f"{key}={item}"])[key] for item in raw.split(",") if item.strip()]
     return Axis(key, tuple(values))
+
+
+def _integers(text: str, raw: str) -> tuple[int, ...]:
+    key = text.partition("=")[0].strip()
+    if len(key) == len(BATCHER_PREFIX):
+        raise SettingsError([f"--grid {text!r}: name the batcher knob after 'batcher.'"])
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if not all(item.lstrip("-").isdigit() for item in items):
+        raise SettingsError([f"--grid {text!r}: batcher knobs take integers"])
+    return tuple(int(item) for item in items)
 
 
 def set_sut_option(spec: str, key: str, value: str) -> str:
@@ -170,10 +193,15 @@ def launch(settings: TestSettings, spec: str, run_dir: Path) -> dict[str, Any]:
     return run_test(settings, make_sut(spec), run_dir)
 
 
-def run_cached(settings: TestSettings, spec: str, run_dir: Path,
-               runner: Runner = launch) -> tuple[dict[str, Any], bool]:
-    """Reuse the result in `run_dir` when its launch.json matches, else run; -> (result, reused)."""
+def run_cached(settings: TestSettings, spec: str, run_dir: Path, runner: Runner = launch,
+               knobs: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+    """Reuse the result in `run_dir` when its launch.json matches, else run; -> (result, reused).
+
+    `knobs` are the remote batcher knobs the launch runs under, stamped with it.
+    """
     stamp = {"sut": spec, "settings": _plain(settings.as_dict())}
+    if knobs:
+        stamp["batcher"] = _plain(dict(knobs))
     stamp_path, result_path = run_dir / "launch.json", run_dir / "result.json"
     if stamp_path.is_file() and result_path.is_file():
         try:
@@ -222,59 +250,115 @@ def _seeded(settings: TestSettings, k: int) -> TestSettings:
         sample_index_rng_seed=(settings.sample_index_rng_seed + k) % SEED_MOD)
 
 
+def _run_point(index: int, p: _Point, launches: int, out_dir: Path, runner: Runner,
+               log: Callable[[str], None] | None, retune: Retuner) -> dict[str, Any]:
+    """Run one grid point's launches (retuning the server first); its sweep entry."""
+    in_force = retune(p.spec, p.knobs) if p.knobs else {}
+    point_dir = Path("points") / _dir_name(index, p.values)
+    results, dirs = [], []
+    for k in range(launches):
+        run_dir = point_dir / f"launch-{k}"
+        result, reused = run_cached(_seeded(p.settings, k), p.spec, out_dir / run_dir, runner,
+                                    p.knobs)
+        results.append(result)
+        dirs.append(str(run_dir))
+        if log:
+            log(f"point {index} {p.values} launch {k}: {'reused' if reused else 'ran'}, "
+                f"{'VALID' if result['valid'] else 'INVALID'}")
+    entry = {"index": index, "values": p.values, "sut": p.spec, "dir": str(point_dir),
+             "launch_dirs": dirs, "settings": _plain(p.settings.as_dict()),
+             "sut_description": results[0]["sut"], **aggregate(results)}
+    if in_force:
+        entry["batcher"] = in_force
+    return entry
+
+
 def _dir_name(index: int, values: Mapping[str, Any]) -> str:
     text = ",".join(f"{k}={v}" for k, v in values.items())
     return f"{index:03d}-" + re.sub(r"[^A-Za-z0-9._=,+-]", "_", text)[:80]
 
 
-def _points(settings: TestSettings, spec: str,
-            axes: Sequence[Axis]) -> list[tuple[dict[str, Any], TestSettings, str]]:
+@dataclass(frozen=True, slots=True)
+class _Point:
+    values: dict[str, Any]  # axis key -> value
+    settings: TestSettings
+    spec: str
+    knobs: dict[str, int]  # remote batcher knobs; empty without batcher axes
+
+
+def _points(settings: TestSettings, spec: str, axes: Sequence[Axis]) -> list[_Point]:
     points = []
     problems: list[str] = []
     for combo in itertools.product(*(a.values for a in axes)):
         values = {a.key: v for a, v in zip(axes, combo, strict=True)}
-        point_spec = spec
+        point_spec, knobs = spec, {}
         for axis, value in zip(axes, combo, strict=True):
             if axis.is_sut:
                 point_spec = set_sut_option(point_spec, axis.key[len(SUT_PREFIX):], str(value))
+            elif axis.is_batcher:
+                knobs[axis.key[len(BATCHER_PREFIX):]] = value
         try:
-            point = vary(settings, {k: v for k, v in values.items()
-                                    if not k.startswith(SUT_PREFIX)})
+            point = vary(settings, {a.key: v for a, v in zip(axes, combo, strict=True)
+                                    if not (a.is_sut or a.is_batcher)})
         except SettingsError as exc:
             problems += [f"grid point {values}: {p}" for p in exc.problems]
             continue
-        points.append((values, point, point_spec))
+        points.append(_Point(values, point, point_spec, knobs))
     if problems:
         raise SettingsError(problems)
     return points
 
 
+def _remote_batcher(spec: str, knobs: Mapping[str, Any] | None) -> dict[str, Any]:
+    from loadgen.adapters.batcher_control import batcher_knobs
+
+    return batcher_knobs(spec, knobs)
+
+
+def _remote_knobs(spec: str, axes: Sequence[Axis], retune: Retuner) -> dict[str, Any]:
+    """The knobs in force before the sweep, of those the batcher axes change; {} without any."""
+    swept = [a.key[len(BATCHER_PREFIX):] for a in axes if a.is_batcher]
+    if not swept:
+        return {}
+    if not spec.startswith(("http://", "https://")):
+        problem = (f"--grid {BATCHER_PREFIX}*: retunes a remote `loadgen serve` over HTTP; "
+                   f"--sut {spec!r} is not an http[s]:// spec (for builtin:, vary the spec "
+                   f"with {SUT_PREFIX}KEY)")
+        raise SettingsError([problem])
+    before = retune(spec, None)
+    unknown = sorted(set(swept) - set(before))
+    if unknown:
+        problem = (f"--grid {BATCHER_PREFIX}{unknown[0]}: the server has no such knob; it has "
+                   f"{', '.join(sorted(before))}")
+        raise SettingsError([problem])
+    return {key: before[key] for key in swept}
+
+
 def run_sweep(settings: TestSettings, spec: str, axes: Sequence[Axis], launches: int,
               out_dir: Path, runner: Runner = launch,
-              log: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run every grid point `launches` times; write and return the sweep document."""
+              log: Callable[[str], None] | None = None,
+              retune: Retuner = _remote_batcher) -> dict[str, Any]:
+    """Run every grid point `launches` times; write and return the sweep document.
+
+    With batcher axes, `retune` sets each point's knobs on the server before its
+    launches, and the knobs it had are put back at the end.
+    """
     from loadgen.report import headline, tables
 
     if launches < 1:
         raise SettingsError([f"--launches: must be at least 1, got {launches}"])
     began = time.perf_counter()
+    grid = _points(settings, spec, axes)
+    before = _remote_knobs(spec, axes, retune)
     points = []
-    for index, (values, point, point_spec) in enumerate(_points(settings, spec, axes)):
-        point_dir = Path("points") / _dir_name(index, values)
-        results, dirs = [], []
-        for k in range(launches):
-            run_dir = point_dir / f"launch-{k}"
-            result, reused = run_cached(_seeded(point, k), point_spec, out_dir / run_dir, runner)
-            results.append(result)
-            dirs.append(str(run_dir))
-            if log:
-                log(f"point {index} {values} launch {k}: {'reused' if reused else 'ran'}, "
-                    f"{'VALID' if result['valid'] else 'INVALID'}")
-        entry = {"index": index, "values": values, "sut": point_spec, "dir": str(point_dir),
-                 "launch_dirs": dirs, "settings": _plain(point.as_dict()),
-                 "sut_description": results[0]["sut"], **aggregate(results)}
+    try:
+        for index, p in enumerate(grid):
+            points.append(_run_point(index, p, launches, out_dir, runner, log, retune))
+    finally:
+        if before:
+            retune(spec, before)
+    for entry in points:
         entry["headline"] = headline.point_headline(entry)
-        points.append(entry)
     if not points:
         raise ResultError("the grid has no points")
     doc = {"kind": "sweep", "schema_version": 1, "sut": spec, "scenario": str(settings.scenario),

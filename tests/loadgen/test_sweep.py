@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from loadgen import settings as lg_settings
 from loadgen.adapters import registry
 from loadgen.errors import SettingsError, SutSpecError
 from loadgen.settings import load_settings
-from loadgen.sweep import aggregate, parse_axis, run_sweep, set_sut_option, spread, vary
+from loadgen.sweep import (
+    aggregate,
+    launch,
+    parse_axis,
+    run_sweep,
+    set_sut_option,
+    spread,
+    vary,
+)
 
 
 @pytest.mark.parametrize(("text", "key", "values"), [
@@ -23,15 +34,20 @@ from loadgen.sweep import aggregate, parse_axis, run_sweep, set_sut_option, spre
     ("sut.max_batch_size=1,8,32", "sut.max_batch_size", ("1", "8", "32")),
     ("sut.servers=1:3:1", "sut.servers", ("1", "2", "3")),
     ("sut.service=const:1ms,exp:1ms", "sut.service", ("const:1ms", "exp:1ms")),
+    ("batcher.max_queue_delay_us=0,500", "batcher.max_queue_delay_us", (0, 500)),
+    ("batcher.max_batch_size=8:32:8", "batcher.max_batch_size", (8, 16, 24, 32)),
 ])
 def test_parse_axis(text: str, key: str, values: tuple[object, ...]) -> None:
     axis = parse_axis(text)
     assert (axis.key, axis.values) == (key, values)
     assert axis.is_sut == key.startswith("sut.")
+    assert axis.is_batcher == key.startswith("batcher.")
 
 
 @pytest.mark.parametrize("text", ["target_qps", "target_qps=", "target_qps=5:1:1",
-                                  "target_qps=1:5:0", "target_qps=1:100000:1", "sut.=1,2"])
+                                  "target_qps=1:5:0", "target_qps=1:100000:1", "sut.=1,2",
+                                  "batcher.=1,2", "batcher.max_batch_size=8,big",
+                                  "batcher.max_queue_delay_us=0.5,1"])
 def test_parse_axis_refuses(text: str) -> None:
     with pytest.raises(SettingsError):
         parse_axis(text)
@@ -130,3 +146,69 @@ def test_sweep_refuses_bad_points_before_running(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="target_qps"):
         run_sweep(settings, "null", [parse_axis("target_qps=100,-5")], 1, tmp_path)
     assert not (tmp_path / "points").exists()
+
+
+class FakeBatcher:
+    """A remote batcher's knobs, read and retuned as `batcher_control.batcher_knobs` does."""
+
+    def __init__(self) -> None:
+        self.knobs: dict[str, object] = {"max_batch_size": 8, "max_queue_delay_us": 100,
+                                         "preferred_batch_sizes": [], "max_queue_size": 1024}
+        self.calls: list[dict[str, object] | None] = []
+
+    def __call__(self, spec: str, knobs: Mapping[str, object] | None) -> dict[str, object]:
+        assert spec == REMOTE
+        self.calls.append(None if knobs is None else dict(knobs))
+        self.knobs |= knobs or {}
+        return dict(self.knobs)
+
+
+REMOTE = "http://127.0.0.1:9/mlp"
+
+
+def test_sweep_retunes_a_remote_batcher_per_point_and_puts_it_back(tmp_path: Path) -> None:
+    server, seen = FakeBatcher(), []
+
+    def runner(settings: lg_settings.TestSettings, spec: str, run_dir: Path) -> dict[str, Any]:
+        seen.append(server.knobs["max_queue_delay_us"])
+        return launch(settings, "null", run_dir)
+
+    settings = load_settings("scenarios/server.toml", TINY)
+    axes = [parse_axis("batcher.max_queue_delay_us=0,2000"), parse_axis("target_qps=200,400")]
+    doc = run_sweep(settings, REMOTE, axes, 1, tmp_path, runner=runner, retune=server)
+    assert seen == [0, 0, 2000, 2000]
+    assert [p["batcher"]["max_queue_delay_us"] for p in doc["points"]] == [0, 0, 2000, 2000]
+    assert server.calls[0] is None and server.calls[-1] == {"max_queue_delay_us": 100}
+    assert server.knobs["max_queue_delay_us"] == 100
+    stamp = json.loads((tmp_path / doc["points"][3]["launch_dirs"][0] / "launch.json").read_text())
+    assert stamp["batcher"] == {"max_queue_delay_us": 2000}
+    calls = len(server.calls)
+    run_sweep(settings, REMOTE, axes, 1, tmp_path, runner=runner, retune=server)
+    assert len(seen) == 4 and len(server.calls) == calls + 6  # reused; still retuned and put back
+
+
+def test_a_failed_launch_still_puts_the_remote_batcher_back(tmp_path: Path) -> None:
+    server = FakeBatcher()
+
+    def runner(settings: lg_settings.TestSettings, spec: str, run_dir: Path) -> dict[str, Any]:
+        raise RuntimeError("the launch failed")
+
+    settings = load_settings("scenarios/server.toml", TINY)
+    with pytest.raises(RuntimeError):
+        run_sweep(settings, REMOTE, [parse_axis("batcher.max_batch_size=1,2")], 1, tmp_path,
+                  runner=runner, retune=server)
+    assert server.calls == [None, {"max_batch_size": 1}, {"max_batch_size": 8}]
+
+
+@pytest.mark.parametrize(("spec", "axis", "words"), [
+    ("builtin:mlp", "batcher.max_batch_size=1,2", "not an http"),
+    (REMOTE, "batcher.max_batch_sise=1,2", "no such knob; it has max_batch_size"),
+])
+def test_batcher_axes_are_refused_before_running(tmp_path: Path, spec: str, axis: str,
+                                                 words: str) -> None:
+    server = FakeBatcher()
+    settings = load_settings("scenarios/server.toml", TINY)
+    with pytest.raises(SettingsError, match=words):
+        run_sweep(settings, spec, [parse_axis(axis)], 1, tmp_path, retune=server)
+    assert not (tmp_path / "points").exists()
+    assert all(call is None for call in server.calls)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,6 +16,10 @@ import pytest
 import torch
 
 from loadgen import protocol as p
+from loadgen.adapters.batcher_control import batcher_knobs
+from loadgen.errors import SutError
+from loadgen.settings import load_settings
+from loadgen.sweep import parse_axis, run_sweep
 from sut.models import load_model
 from sut.server.core import ServerConfig
 from sut.server.thread import ServerThread
@@ -245,6 +250,26 @@ def test_a_bad_retune_is_400_and_changes_nothing(server: ServerThread, body: byt
     assert status == 400 and words in answer["error"]
     assert get_json(server, "/v2/models/mlp/batcher") == before
     assert post_json(server, "/v2/models/nope/batcher", b'{"max_batch_size": 4}')[0] == 404
+
+
+def test_a_sweep_retunes_the_served_batcher_live(server: ServerThread, tmp_path: Path) -> None:
+    spec = f"{server.http_url}/mlp"
+    before = batcher_knobs(spec)
+    assert before == get_json(server, "/v2/models/mlp/batcher")[1]
+    with pytest.raises(SutError, match="400 max_batch_size: must be >= 1"):
+        batcher_knobs(spec, {"max_batch_size": 0})
+    with pytest.raises(SutError, match="404"):
+        batcher_knobs(f"{server.http_url}/nope")
+    settings = load_settings("scenarios/server.toml", [
+        "preset='dev'", "min_duration_s=0.3", "warmup_s=0", "min_query_count=60",
+        "target_qps=200", "target_latency_ms=500"])
+    doc = run_sweep(settings, spec, [parse_axis("batcher.max_queue_delay_us=0,5000")], 1,
+                    tmp_path)
+    assert [p["batcher"]["max_queue_delay_us"] for p in doc["points"]] == [0, 5000]
+    formation = [json.loads((tmp_path / p["launch_dirs"][0] / "result.json").read_text())
+                 ["components_ns"]["batch_formation"]["p50"] for p in doc["points"]]
+    assert formation[0] < 1_000_000 <= formation[1]  # a lone request waits out the delay
+    assert batcher_knobs(spec) == before
 
 
 def test_unknown_route_and_method(server: ServerThread) -> None:
