@@ -131,7 +131,7 @@ def parse_axis(text: str) -> Axis:
         raise SettingsError([f"--grid {text!r}: expected KEY=v1,v2,... or KEY=start:stop:step"])
     numbers = _range(raw)
     if key.startswith(BATCHER_PREFIX):
-        return Axis(key, tuple(numbers) if numbers is not None else _integers(text, raw))
+        return Axis(key, _integers(text, key, raw, numbers))
     if key.startswith(SUT_PREFIX):
         if len(key) == len(SUT_PREFIX):
             raise SettingsError([f"--grid {text!r}: name the SUT option after 'sut.'"])
@@ -143,11 +143,13 @@ def parse_axis(text: str) -> Axis:
     return Axis(key, tuple(values))
 
 
-def _integers(text: str, raw: str) -> tuple[int, ...]:
-    key = text.partition("=")[0].strip()
+def _integers(text: str, key: str, raw: str, numbers: list[float | int] | None
+              ) -> tuple[int, ...]:
+    """A batcher axis's values: integers, listed or as a range."""
     if len(key) == len(BATCHER_PREFIX):
         raise SettingsError([f"--grid {text!r}: name the batcher knob after 'batcher.'"])
-    items = [item.strip() for item in raw.split(",") if item.strip()]
+    items = [str(n) for n in numbers] if numbers is not None else \
+        [item.strip() for item in raw.split(",") if item.strip()]
     if not all(item.lstrip("-").isdigit() for item in items):
         raise SettingsError([f"--grid {text!r}: batcher knobs take integers"])
     return tuple(int(item) for item in items)
@@ -250,6 +252,14 @@ def _seeded(settings: TestSettings, k: int) -> TestSettings:
         sample_index_rng_seed=(settings.sample_index_rng_seed + k) % SEED_MOD)
 
 
+@dataclass(frozen=True, slots=True)
+class _Point:
+    values: dict[str, Any]  # axis key -> value
+    settings: TestSettings
+    spec: str
+    knobs: dict[str, int]  # remote batcher knobs; empty without batcher axes
+
+
 def _run_point(index: int, p: _Point, launches: int, out_dir: Path, runner: Runner,
                log: Callable[[str], None] | None, retune: Retuner) -> dict[str, Any]:
     """Run one grid point's launches (retuning the server first); its sweep entry."""
@@ -276,14 +286,6 @@ def _run_point(index: int, p: _Point, launches: int, out_dir: Path, runner: Runn
 def _dir_name(index: int, values: Mapping[str, Any]) -> str:
     text = ",".join(f"{k}={v}" for k, v in values.items())
     return f"{index:03d}-" + re.sub(r"[^A-Za-z0-9._=,+-]", "_", text)[:80]
-
-
-@dataclass(frozen=True, slots=True)
-class _Point:
-    values: dict[str, Any]  # axis key -> value
-    settings: TestSettings
-    spec: str
-    knobs: dict[str, int]  # remote batcher knobs; empty without batcher axes
 
 
 def _points(settings: TestSettings, spec: str, axes: Sequence[Axis]) -> list[_Point]:

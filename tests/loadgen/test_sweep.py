@@ -47,7 +47,8 @@ def test_parse_axis(text: str, key: str, values: tuple[object, ...]) -> None:
 @pytest.mark.parametrize("text", ["target_qps", "target_qps=", "target_qps=5:1:1",
                                   "target_qps=1:5:0", "target_qps=1:100000:1", "sut.=1,2",
                                   "batcher.=1,2", "batcher.max_batch_size=8,big",
-                                  "batcher.max_queue_delay_us=0.5,1"])
+                                  "batcher.max_queue_delay_us=0.5,1",
+                                  "batcher.max_queue_delay_us=0:1:0.5"])
 def test_parse_axis_refuses(text: str) -> None:
     with pytest.raises(SettingsError):
         parse_axis(text)
