@@ -8,6 +8,8 @@ Read from the service at scrape time (no cost per request):
     sut_queue_depth{model}              requests queued or in the forming batch (gauge)
     sut_batch_size{model}               rows per executed batch (histogram, one per batch)
     sut_inference_rows_total{model}     rows answered successfully
+    sut_batcher_knob{model,knob}        max_batch_size, max_queue_delay_us, max_queue_size
+                                        in force (gauge), so a live retune shows on a graph
     sut_gpu_memory_allocated_bytes{device}, sut_gpu_memory_reserved_bytes{device},
     sut_gpu_utilization_ratio{device}   only where torch.cuda is available
 
@@ -35,6 +37,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from sut.batcher import BatcherConfig
 from sut.service import InferenceService, InferResult
 
 __all__ = ["BATCH_BUCKETS", "SECONDS_BUCKETS", "SutMetrics"]
@@ -43,6 +46,7 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 SECONDS_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2,
                    5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SERVICE_OUTCOMES = ("ok", "failed", "rejected", "timeout")
+_KNOBS = ("max_batch_size", "max_queue_delay_us", "max_queue_size")
 _log = logging.getLogger(__name__)
 
 
@@ -88,8 +92,9 @@ class _ServiceCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         if self._service.ready:
-            yield from _service_metrics(self._service.metadata.name, self._service.stats(),
-                                        self._server_counts())
+            name = self._service.metadata.name
+            yield from _service_metrics(name, self._service.stats(), self._server_counts())
+            yield _knobs(name, self._service.batcher_config)
         if torch.cuda.is_available():
             yield from _gpu_metrics()
 
@@ -118,6 +123,14 @@ def _service_metrics(model: str, stats: Mapping[str, Any],
     batch = HistogramMetricFamily("sut_batch_size", "Rows per executed batch.", labels=["model"])
     batch.add_metric([model], buckets, sum_value=sum(s * c for s, c in sizes.items()))
     yield batch
+
+
+def _knobs(model: str, config: BatcherConfig) -> Metric:
+    knobs = GaugeMetricFamily("sut_batcher_knob", "Batcher knobs in force.",
+                              labels=["model", "knob"])
+    for knob in _KNOBS:
+        knobs.add_metric([model, knob], float(getattr(config, knob)))
+    return knobs
 
 
 def _gpu_metrics() -> Iterator[Metric]:

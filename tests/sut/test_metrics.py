@@ -69,6 +69,20 @@ def test_counts_depth_and_batch_sizes_come_from_the_service(service: InferenceSe
     assert value(registry, "sut_batch_size_bucket", model="mlp", le="+Inf") == sum(sizes.values())
 
 
+def test_batcher_knobs_follow_a_live_retune(service: InferenceService) -> None:
+    registry = CollectorRegistry()
+    SutMetrics(registry, service)
+    assert value(registry, "sut_batcher_knob", model="mlp", knob="max_batch_size") == 4
+    before = service.batcher_config
+    service.configure(max_queue_delay_us=750, max_queue_size=9)
+    try:
+        assert value(registry, "sut_batcher_knob", model="mlp", knob="max_queue_delay_us") == 750
+        assert value(registry, "sut_batcher_knob", model="mlp", knob="max_queue_size") == 9
+    finally:
+        service.configure(max_queue_delay_us=before.max_queue_delay_us,
+                          max_queue_size=before.max_queue_size)
+
+
 def test_queue_and_compute_are_observed_per_request(service: InferenceService) -> None:
     registry = CollectorRegistry()
     metrics = SutMetrics(registry, service)
