@@ -37,7 +37,7 @@ import numpy as np
 
 from sut.errors import ConfigError, Overloaded, RequestTimeout, SutError
 
-__all__ = ["Batch", "Batcher", "BatcherConfig", "Request"]
+__all__ = ["Batch", "Batcher", "BatcherConfig", "Request", "answer"]
 
 _log = logging.getLogger(__name__)
 _QUEUED, _PICKED, _DISPATCHED, _DEAD = range(4)
@@ -230,7 +230,7 @@ class Batcher:
             self._due.notify_all()
             self._timer.notify()
         for r in victims:
-            _fail(r, SutError("the service stopped before the request ran"))
+            answer(r, SutError("the service stopped before the request ran"))
         if self._reaper.is_alive():
             self._reaper.join()
 
@@ -244,7 +244,7 @@ class Batcher:
                     wait_ns = None if first is None else max(0, first - time.perf_counter_ns())
                     self._timer.wait(None if wait_ns is None else wait_ns / 1e9)
             for r in expired:
-                _fail(r, RequestTimeout(f"request expired after waiting {_waited_ms(r)} in queue"))
+                answer(r, RequestTimeout(f"request expired after waiting {_waited_ms(r)} in queue"))
             if self._closed and not expired:
                 return
 
@@ -335,8 +335,10 @@ def _waited_ms(req: Request) -> str:
     return f"{(time.perf_counter_ns() - req.enqueue_ns) / 1e6:.3f} ms"
 
 
-def _fail(req: Request, exc: BaseException) -> None:
+def answer(req: Request, result: Any) -> None:
+    """Call the request's callback with its result or exception; a raising callback is
+    logged, never passed on, so it cannot take down a worker or the reaper."""
     try:
-        req.callback(exc)
-    except Exception:  # noqa: BLE001 - a caller's callback must not kill a worker or the reaper
+        req.callback(result)
+    except Exception:  # noqa: BLE001 - the caller's code, not ours
         _log.exception("request callback raised")

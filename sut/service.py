@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import threading
 import time
 from collections import Counter
@@ -30,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from sut.batcher import Batch, Batcher, BatcherConfig
+from sut.batcher import Batch, Batcher, BatcherConfig, answer
 from sut.errors import InvalidInput, ModelLoadError, SutError
 from sut.models import LoadedModel, check_model, load_model
 from sut.options import ServiceOptions, parse_options
@@ -40,7 +39,6 @@ from sut.workers import Executor, WorkerPool, cpu_cores, place, plan_workers, re
 __all__ = ["InferResult", "InferenceService", "ModelMetadata", "TensorSpec", "build_service"]
 
 Callback = Callable[[Any], None]  # receives an InferResult or an exception
-_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +333,7 @@ class InferenceService:
             with self._lock:
                 self._failed += len(requests)
             for r in requests:
-                _call(r.callback, error)
+                answer(r, error)
             return
         names = [s.name for s in self._model().outputs]
         landed = time.perf_counter_ns()
@@ -353,7 +351,7 @@ class InferenceService:
             timings = {"queue": r.pick_ns - r.enqueue_ns,
                        "batch_formation": batch.dispatch_ns - r.pick_ns, **phase,
                        "postprocess": done - landed, "server_total": done - r.enqueue_ns}
-            _call(r.callback, InferResult(outs, timings, batch.rows, done))
+            answer(r, InferResult(outs, timings, batch.rows, done))
 
 
 def _in_own_thread(work: Callable[[], None]) -> None:
@@ -377,13 +375,6 @@ def _in_own_thread(work: Callable[[], None]) -> None:
     thread.join()
     if failure:
         raise failure[0]
-
-
-def _call(callback: Callback, result: Any) -> None:
-    try:
-        callback(result)
-    except Exception:  # noqa: BLE001 - a caller's callback must not take the worker down
-        _log.exception("request callback raised")
 
 
 def build_service(model: str, options: Mapping[str, str]) -> InferenceService:

@@ -187,6 +187,25 @@ def test_a_failing_batch_fails_its_requests_and_the_service_goes_on() -> None:
     assert stats["requests"]["failed"] == 1 and stats["requests"]["ok"] == 1
 
 
+def test_a_raising_callback_is_logged_and_the_worker_goes_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    answered = threading.Event()
+
+    def rude(result: Any) -> None:
+        answered.set()
+        raise RuntimeError("the caller's bug")
+
+    async def body(s: InferenceService) -> InferResult:
+        s.submit(s.sample_inputs(np.arange(1)), rude)
+        await asyncio.to_thread(answered.wait, 10)
+        return await s.infer(s.sample_inputs(np.arange(2)))
+
+    with caplog.at_level("ERROR", logger="sut.batcher"):
+        result = serve("mlp", body, workers="1", warmup="0")
+    assert result.outputs["output"].shape == (2, 10)
+    assert "request callback raised" in caplog.text and "the caller's bug" in caplog.text
+
+
 def test_stats_and_describe() -> None:
     async def body(s: InferenceService) -> tuple[dict[str, Any], dict[str, Any]]:
         await asyncio.gather(*(s.infer(s.sample_inputs(np.array([i]))) for i in range(30)))
