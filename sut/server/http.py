@@ -101,38 +101,35 @@ async def _server_metadata(request: web.Request) -> web.Response:
     return web.json_response(request.app[CORE].server_metadata)
 
 
-async def _model_metadata(request: web.Request) -> web.Response:
+def _named(request: web.Request) -> tuple[str, str]:
+    """The model and version a model path names; version "" when the path has none."""
     info = request.match_info
-    return web.json_response(request.app[CORE].model_metadata(info["model"],
-                                                              info.get("version", "")))
+    return info["model"], info.get("version", "")
+
+
+async def _model_metadata(request: web.Request) -> web.Response:
+    return web.json_response(request.app[CORE].model_metadata(*_named(request)))
 
 
 async def _model_ready(request: web.Request) -> web.Response:
-    info = request.match_info
-    meta = request.app[CORE].model(info["model"], info.get("version", ""))
+    meta = request.app[CORE].model(*_named(request))
     return web.json_response({"name": meta.name, "ready": True})
 
 
 async def _stats(request: web.Request) -> web.Response:
-    info = request.match_info
-    return web.json_response(request.app[CORE].model_stats(info["model"],
-                                                           info.get("version", "")))
+    return web.json_response(request.app[CORE].model_stats(*_named(request)))
 
 
 async def _batcher_knobs(request: web.Request) -> web.Response:
-    info = request.match_info
-    return web.json_response(request.app[CORE].batcher_knobs(info["model"],
-                                                             info.get("version", "")))
+    return web.json_response(request.app[CORE].batcher_knobs(*_named(request)))
 
 
 async def _retune(request: web.Request) -> web.Response:
-    info = request.match_info
     try:
         knobs = await request.json()
     except ValueError:  # json.JSONDecodeError, UnicodeDecodeError
         raise InvalidInput("the body is not JSON") from None
-    return web.json_response(request.app[CORE].retune(info["model"], info.get("version", ""),
-                                                      knobs))
+    return web.json_response(request.app[CORE].retune(*_named(request), knobs))
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -143,8 +140,7 @@ async def _metrics(request: web.Request) -> web.Response:
 async def _infer(request: web.Request) -> web.Response:
     began = time.perf_counter_ns()
     core = request.app[CORE]
-    info = request.match_info
-    meta = core.model(info["model"], info.get("version", ""))
+    meta = core.model(*_named(request))
     core.check_open()
     limit = core.config.max_body_bytes
     if (request.content_length or 0) > limit:
