@@ -36,8 +36,8 @@ from torch import nn
 
 from loadgen.adapters.registry import make_sut
 from loadgen.api import run_test
-from loadgen.search import SearchConfig, find_peak
-from loadgen.settings import load_settings
+from loadgen.campaigns.search import SearchConfig, find_peak
+from loadgen.plan.settings import load_settings
 from sut.errors import ConfigError
 from sut.models import check_model, load_model
 from sut.workers import cpu_cores, plan_workers

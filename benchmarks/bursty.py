@@ -16,7 +16,7 @@ from typing import Any
 
 from loadgen.adapters.registry import make_sut
 from loadgen.api import run_async, run_loop
-from loadgen.settings import load_settings
+from loadgen.plan.settings import load_settings
 
 
 def run(spec: str, duration_s: float, overrides: list[str]) -> dict[str, Any]:

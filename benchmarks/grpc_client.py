@@ -28,9 +28,9 @@ import grpc  # type: ignore[import-untyped]
 
 from loadgen.adapters.grpc import GrpcSut
 from loadgen.api import run_async, run_loop
-from loadgen.oip_proto import SERVICE_NAME
-from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
-from loadgen.settings import load_settings
+from oipwire.proto import SERVICE_NAME
+from oipwire.proto import grpc_predict_v2_pb2 as pb
+from loadgen.plan.settings import load_settings
 
 MODEL = "bench"
 
@@ -88,7 +88,7 @@ def loadgen_closed(spec: str, concurrency: int, duration: int) -> float:
 
 async def minimal(target: str, concurrency: int, duration: int) -> float:
     """The baseline: `concurrency` coroutines awaiting the generated stub in a loop."""
-    from loadgen.oip_proto import grpc_predict_v2_pb2_grpc as pb_grpc
+    from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
 
     request = pb.ModelInferRequest(model_name=MODEL)
     request.inputs.add(name="x", datatype="FP32", shape=[1, 4])

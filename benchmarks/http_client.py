@@ -35,7 +35,7 @@ from typing import Any
 
 from loadgen.adapters.http import HttpSut
 from loadgen.api import run_async, run_loop
-from loadgen.settings import load_settings
+from loadgen.plan.settings import load_settings
 
 MODEL = "bench"
 _INFER_HEADER = (b'{"model_name":"bench","model_version":"1","outputs":[{"name":"y","datatype":'

@@ -25,9 +25,9 @@ from typing import Any
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_async, run_loop
-from loadgen.calibrate import find_ceiling
-from loadgen.multiproc import run_workers
-from loadgen.settings import load_settings
+from loadgen.campaigns.calibrate import find_ceiling
+from loadgen.engine.processes import run_workers
+from loadgen.plan.settings import load_settings
 
 SLO_MS = 1.0
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from loadgen.record import HIGHEST_NS, Recorder, new_histogram, record_array
+from loadgen.record.histograms import HIGHEST_NS, Recorder, new_histogram, record_array
 
 N_VALUES = 1_000_000
 N_PER_VALUE = 100_000  # record_value is ~1 us a value: a sample is enough

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_test
-from loadgen.settings import load_settings
+from loadgen.plan.settings import load_settings
 
 
 def rss_mb() -> float:

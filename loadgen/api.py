@@ -12,25 +12,25 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.collect import Collector
+from loadgen.record.collect import Collector
 from loadgen.errors import SettingsError, SutError
-from loadgen.qsl import accuracy_queries
-from loadgen.querylog import QueryLog
+from loadgen.plan.qsl import accuracy_queries
+from loadgen.record.querylog import QueryLog
 from loadgen.report.environment import environment
 from loadgen.report.result import build_result, write_result
 from loadgen.report.summary import write_summary
-from loadgen.runner import Progress, Runner
-from loadgen.schedule import (
+from loadgen.engine.runner import Progress, Runner
+from loadgen.plan.schedule import (
     describe_schedule,
     is_open_loop,
     library,
     plan_queries,
     save_schedule,
 )
-from loadgen.settings import TestSettings
-from loadgen.stats import summarize
-from loadgen.verdict import evaluate
-from loadgen.windows import windows_for
+from loadgen.plan.settings import TestSettings
+from loadgen.judge.stats import summarize
+from loadgen.judge.verdict import evaluate
+from loadgen.record.windows import windows_for
 
 __all__ = ["Monitor", "print_progress", "run_async", "run_loop", "run_test", "save_run"]
 
@@ -75,7 +75,7 @@ async def run_async(settings: TestSettings, sut: SystemUnderTest,
     """
     if settings.workers > 1:
         raise SettingsError([(f"workers: {settings.workers} load processes need a SUT spec: "
-                              "use loadgen.multiproc.run_workers (or `loadgen run --workers`)")])
+                              "use loadgen.engine.processes.run_workers (or `loadgen run --workers`)")])
     slo_ns = int(settings.target_latency_ms * 1e6) or 2**62
     collector = Collector(slo_ns, int(settings.query_timeout_ms * 1e6),
                           keep_outputs=settings.mode == "accuracy",

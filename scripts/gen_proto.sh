@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Regenerate the Python stubs of loadgen/oip_proto from grpc_predict_v2.proto.
+# Regenerate the Python stubs of oipwire/proto from grpc_predict_v2.proto.
 #
 #   scripts/gen_proto.sh            rewrite the committed stubs in place
-#   scripts/gen_proto.sh OUT_DIR    write them under OUT_DIR/loadgen/oip_proto/
+#   scripts/gen_proto.sh OUT_DIR    write them under OUT_DIR/oipwire/proto/
 #
 # protoc runs from the repo root so the generated gRPC module imports
-# loadgen.oip_proto.grpc_predict_v2_pb2. Python: $PYTHON, else .venv, else python3.
+# oipwire.proto.grpc_predict_v2_pb2. Python: $PYTHON, else .venv, else python3.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$(mkdir -p "${1:-$root}" && cd "${1:-$root}" && pwd)"
@@ -16,4 +16,4 @@ fi
 cd "$root"
 "$py" -m grpc_tools.protoc -I . \
   --python_out="$out" --pyi_out="$out" --grpc_python_out="$out" \
-  loadgen/oip_proto/grpc_predict_v2.proto
+  oipwire/proto/grpc_predict_v2.proto

@@ -15,9 +15,9 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.collect import Collector
-from loadgen.metrics import PrometheusExporter
-from loadgen.settings import load_settings
+from loadgen.record.collect import Collector
+from loadgen.live.prometheus import PrometheusExporter
+from loadgen.plan.settings import load_settings
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is a test dependency")
 

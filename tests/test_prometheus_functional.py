@@ -36,8 +36,8 @@ import pytest
 from loadgen.adapters.registry import make_sut
 from loadgen.adapters.sim import ServiceTime, SimSut
 from loadgen.api import run_test
-from loadgen.metrics import BUCKETS_S, PrometheusExporter
-from loadgen.settings import load_settings
+from loadgen.live.prometheus import BUCKETS_S, PrometheusExporter
+from loadgen.plan.settings import load_settings
 
 PROMETHEUS = shutil.which("prometheus")
 BUCKET_RATIO = max(b / a for a, b in itertools.pairwise(BUCKETS_S))
@@ -177,7 +177,7 @@ def _serve(model):
 
     Stopped by pid (SIGTERM drains).
     """
-    proc = subprocess.Popen([sys.executable, "-m", "loadgen.cli", "serve", "--model", model,
+    proc = subprocess.Popen([sys.executable, "-m", "loadgen", "serve", "--model", model,
                              "--http-port", "0", "--grpc-port", "0"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).parents[1])
     lines: queue.Queue[str] = queue.Queue()

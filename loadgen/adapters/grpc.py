@@ -52,10 +52,10 @@ from loadgen.adapters.remote import (
     report_failed,
 )
 from loadgen.errors import SutError, SutSpecError
-from loadgen.oip_proto import SERVICE_NAME
-from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
-from loadgen.oip_proto import grpc_predict_v2_pb2_grpc as pb_grpc
-from loadgen.protocol import InferTensor, ProtocolError, tensor_to_contents, tensor_to_raw
+from oipwire.proto import SERVICE_NAME
+from oipwire.proto import grpc_predict_v2_pb2 as pb
+from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
+from oipwire.codec import InferTensor, ProtocolError, tensor_to_contents, tensor_to_raw
 
 __all__ = ["GRPC_KEYS", "GrpcSut"]
 

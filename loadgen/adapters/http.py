@@ -51,7 +51,7 @@ from loadgen.adapters.remote import (
     tls_context,
 )
 from loadgen.errors import SutError
-from loadgen.protocol import HEADER_LENGTH, InferRequest, InferTensor, encode_request
+from oipwire.codec import HEADER_LENGTH, InferRequest, InferTensor, encode_request
 
 __all__ = ["HTTP_KEYS", "HttpSut", "Timings"]
 

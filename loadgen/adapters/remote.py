@@ -23,7 +23,7 @@ import numpy as np
 
 from loadgen.adapters.base import CompletionSink
 from loadgen.errors import SutError, SutSpecError
-from loadgen.protocol import TIMING_PARAMETERS, InferTensor, numpy_dtype
+from oipwire.codec import TIMING_PARAMETERS, InferTensor, numpy_dtype
 
 __all__ = ["COMMON_KEYS", "SAMPLE_BYTES_BUDGET", "TIMING_NAMES", "Endpoint", "Job", "Pending",
            "Samples", "Tag", "TensorSpec", "add_network", "metadata_inputs", "report_done",

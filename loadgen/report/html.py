@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.errors import ResultError
-from loadgen.record import decode
+from loadgen.record.histograms import decode
 from loadgen.report.headline import peak_headline, point_headline, run_headline
 from loadgen.report.result import read_result
 

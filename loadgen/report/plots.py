@@ -24,7 +24,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from loadgen.record import percentile_ns
+from loadgen.record.histograms import percentile_ns
 
 __all__ = ["LoadPoint", "compose", "draw_batch_sizes", "draw_components", "draw_goodput",
            "draw_latency_vs_load", "draw_spectrum", "draw_timeline", "knee", "png"]

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.errors import ResultError
-from loadgen.settings import TestSettings
-from loadgen.stats import RunStats
-from loadgen.verdict import Verdict, headline
+from loadgen.plan.settings import TestSettings
+from loadgen.judge.stats import RunStats
+from loadgen.judge.verdict import Verdict, headline
 
 __all__ = ["RESULT_FILE", "SCHEMA_VERSION", "build_result", "read_result", "write_result"]
 

@@ -2,7 +2,7 @@
 
 sweep.csv: one row per point: `point`, each swept key, `launches`, `valid_launches`,
 `noisy`, then `METRIC_median`, `METRIC_min`, `METRIC_max`, `METRIC_cv` for every
-metric of `loadgen.sweep.METRICS` (latencies in ns; CV empty with one launch).
+metric of `loadgen.campaigns.sweep.METRICS` (latencies in ns; CV empty with one launch).
 
 probes.csv (find-peak): one row per probe: `index`, `target_qps`, `trial`,
 `valid`, `harness_limited`, `slo_ratio`, `qps_scheduled`, `qps_completed`, `goodput_qps`,

@@ -29,9 +29,9 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 from aiohttp import web
 
-from loadgen import protocol as p
-from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
-from loadgen.oip_proto import grpc_predict_v2_pb2_grpc as pb_grpc
+from oipwire import codec as p
+from oipwire.proto import grpc_predict_v2_pb2 as pb
+from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
 
 __all__ = ["MODEL", "Behaviour", "Echo", "EchoServer", "main", "spawn"]
 

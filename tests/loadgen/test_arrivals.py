@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from loadgen.arrivals import Burst, Constant, Gamma, Poisson, Steps, Trace, arrival_for
+from loadgen.plan.arrivals import Burst, Constant, Gamma, Poisson, Steps, Trace, arrival_for
 from loadgen.errors import SettingsError
-from loadgen.schedule import open_loop_offsets, partition, plan_queries
-from loadgen.settings import load_settings
-from loadgen.tracefile import read_schedule, read_trace
+from loadgen.plan.schedule import open_loop_offsets, partition, plan_queries
+from loadgen.plan.settings import load_settings
+from loadgen.plan.tracefile import read_schedule, read_trace
 
 S = 1e9
 

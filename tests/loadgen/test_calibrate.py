@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from loadgen import calibrate as cal
-from loadgen.cli import main
-from loadgen.settings import load_settings
+from loadgen.campaigns import calibrate as cal
+from loadgen.cli.main import main
+from loadgen.plan.settings import load_settings
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import pytest
 
 pytestmark = pytest.mark.functional
 
-LOADGEN = [sys.executable, "-m", "loadgen.cli"]
+LOADGEN = [sys.executable, "-m", "loadgen"]
 DEV = ["--set", "preset='dev'", "--set", "min_duration_s=0.5", "--set", "min_query_count=500",
        "--set", "target_qps=1000", "--set", "max_issue_lag_ms=50"]
 

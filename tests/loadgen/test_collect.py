@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from loadgen.collect import TIDY_AT, Collector
-from loadgen.querylog import QueryLog, read_binary
-from loadgen.record import FLUSH_SLICE
+from loadgen.record.collect import TIDY_AT, Collector
+from loadgen.record.querylog import QueryLog, read_binary
+from loadgen.record.histograms import FLUSH_SLICE
 
 MS = 1_000_000
 

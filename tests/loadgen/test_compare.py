@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from loadgen.cli import main
-from loadgen.compare import Side, compare, construct_differences, load_side, render, t_quantile
-from loadgen.settings import load_settings
-from loadgen.sweep import launch
+from loadgen.cli.main import main
+from loadgen.campaigns.compare import Side, compare, construct_differences, load_side, render, t_quantile
+from loadgen.plan.settings import load_settings
+from loadgen.campaigns.sweep import launch
 
 TINY = ["preset='dev'", "min_duration_s=0.3", "warmup_s=0", "min_query_count=200",
         "target_latency_ms=20", "target_qps=500"]

@@ -1,4 +1,4 @@
-"""loadgen.early_stopping against MLPerf's figures, scipy, and a seeded simulation."""
+"""loadgen.judge.early_stopping against MLPerf's figures, scipy, and a seeded simulation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import special, stats  # type: ignore[import-untyped]
 
-from loadgen.early_stopping import (
+from loadgen.judge.early_stopping import (
     estimate_rank,
     max_overlatency,
     min_queries,

@@ -128,7 +128,7 @@ def _line(proc: subprocess.Popen[str], timeout_s: float) -> str:
 @pytest.mark.functional
 def test_real_server_over_http_and_grpc_functional() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.cli", "serve", "--http-port", "0", "--grpc-port", "0",
+        [sys.executable, "-m", "loadgen", "serve", "--http-port", "0", "--grpc-port", "0",
          "--model", "mlp"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:

@@ -21,7 +21,7 @@ from loadgen.adapters.registry import make_sut
 from loadgen.adapters.remote import Job, Pending
 from loadgen.api import run_async, run_loop
 from loadgen.errors import SutError, SutSpecError
-from loadgen.settings import load_settings
+from loadgen.plan.settings import load_settings
 from tests.loadgen.oip_echo import Behaviour, EchoServer, spawn
 
 SERVER = ["preset='dev'", "target_qps=500", "target_latency_ms=100", "warmup_s=0.5",

@@ -15,15 +15,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadgen.adapters.null import NullSut
 from loadgen.adapters.sim import ServiceTime, SimSut
 from loadgen.api import run_async, run_loop
-from loadgen.collect import Collector
-from loadgen.metrics import (
+from loadgen.record.collect import Collector
+from loadgen.live.prometheus import (
     BUCKETS_S,
     MAX_COMPONENTS,
     PrometheusExporter,
     monitors_for,
     parse_listen,
 )
-from loadgen.settings import load_settings
+from loadgen.plan.settings import load_settings
 
 MS = 1_000_000
 LABELS = {"scenario", "sut", "run_id"}

@@ -7,14 +7,14 @@ import pytest
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_async, run_loop, run_test
-from loadgen.collect import Collector
+from loadgen.record.collect import Collector
 from loadgen.errors import SettingsError, SutError
-from loadgen.multiproc import run_workers, workers_warning
-from loadgen.querylog import read_binary
-from loadgen.record import summary_ns
-from loadgen.settings import load_settings
-from loadgen.tally import HISTOGRAMS, merge_tallies
-from loadgen.tracefile import read_schedule
+from loadgen.engine.processes import run_workers, workers_warning
+from loadgen.record.querylog import read_binary
+from loadgen.record.histograms import summary_ns
+from loadgen.plan.settings import load_settings
+from loadgen.record.tally import HISTOGRAMS, merge_tallies
+from loadgen.plan.tracefile import read_schedule
 
 MS = 1_000_000
 DEV = ["preset='dev'", "target_latency_ms=50", "min_duration_s=0.6", "min_query_count=100",

@@ -1,4 +1,4 @@
-"""Tests for loadgen.oip_proto: stubs are fresh; names and field numbers follow the spec."""
+"""Tests for oipwire.proto: stubs are fresh; names and field numbers follow the spec."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 
-from loadgen import oip_proto
-from loadgen import protocol as p
-from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
-from loadgen.oip_proto import grpc_predict_v2_pb2_grpc as pb_grpc
+from oipwire import proto as oip_proto
+from oipwire import codec as p
+from oipwire.proto import grpc_predict_v2_pb2 as pb
+from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = ["grpc_predict_v2_pb2.py", "grpc_predict_v2_pb2.pyi", "grpc_predict_v2_pb2_grpc.py"]
@@ -25,11 +25,11 @@ def test_committed_stubs_match_regeneration(tmp_path: Path) -> None:
     subprocess.run(["bash", str(ROOT / "scripts" / "gen_proto.sh"), str(tmp_path)], check=True,
                    env=env)
     for name in GENERATED:
-        fresh = (tmp_path / "loadgen" / "oip_proto" / name).read_bytes()
-        assert fresh == (ROOT / "loadgen" / "oip_proto" / name).read_bytes(), (
+        fresh = (tmp_path / "oipwire" / "proto" / name).read_bytes()
+        assert fresh == (ROOT / "oipwire" / "proto" / name).read_bytes(), (
             f"{name} is stale: run scripts/gen_proto.sh")
-    assert b"from loadgen.oip_proto import grpc_predict_v2_pb2" in (
-        ROOT / "loadgen" / "oip_proto" / "grpc_predict_v2_pb2_grpc.py").read_bytes()
+    assert b"from oipwire.proto import grpc_predict_v2_pb2" in (
+        ROOT / "oipwire" / "proto" / "grpc_predict_v2_pb2_grpc.py").read_bytes()
 
 
 def test_service_and_methods() -> None:
@@ -113,7 +113,7 @@ def test_parameter_oneof_and_wire_bytes() -> None:
 
 
 def test_codec_wiring_roundtrip() -> None:
-    """The wiring a gRPC client and server do around loadgen.protocol, in a few lines."""
+    """The wiring a gRPC client and server do around oipwire.codec, in a few lines."""
     x = p.InferTensor.from_numpy("x", np.arange(6, dtype=np.float16).reshape(2, 3))
     s = p.InferTensor.from_numpy("s", np.array([b"a", b"\xff"], dtype=object))
     msg = pb.ModelInferRequest(model_name="m", id="7")

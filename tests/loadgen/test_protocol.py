@@ -1,4 +1,4 @@
-"""Tests for loadgen.protocol: roundtrips, spec examples, malformed input (no sockets)."""
+"""Tests for oipwire.codec: roundtrips, spec examples, malformed input (no sockets)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadgen import protocol as p
-from loadgen.protocol import (
+from oipwire import codec as p
+from oipwire.codec import (
     InferRequest,
     InferResponse,
     InferTensor,
@@ -328,7 +328,7 @@ def test_public_names_and_no_transport_imports() -> None:
         isinstance(v, str | int | tuple | types.UnionType)
         or getattr(v, "__module__", None) == p.__name__)}
     assert sorted(p.__all__) == sorted(public)
-    code = ("import sys, loadgen.protocol; bad = {'aiohttp', 'grpc', 'google.protobuf'}"
+    code = ("import sys, oipwire.codec; bad = {'aiohttp', 'grpc', 'google.protobuf'}"
             " & set(sys.modules); assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -1,6 +1,6 @@
 import numpy as np
 
-from loadgen.querylog import BINARY_FILE, CSV_FILE, FLUSH_ROWS, QueryLog, read_binary
+from loadgen.record.querylog import BINARY_FILE, CSV_FILE, FLUSH_ROWS, QueryLog, read_binary
 
 
 def test_rows_stream_to_disk_before_close(tmp_path):

@@ -5,7 +5,7 @@ import pytest
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_async, run_loop
-from loadgen.settings import load_settings
+from loadgen.plan.settings import load_settings
 from tests.loadgen.fakes import FunctionSut
 
 MS = 1_000_000
@@ -118,10 +118,10 @@ def test_warmup_queries_are_not_measured():
 
 
 def test_a_plan_longer_than_planned_ahead_is_issued_whole_and_in_order(tmp_path, monkeypatch):
-    from loadgen import runner
-    from loadgen.arrivals import arrival_for
-    from loadgen.querylog import read_binary
-    from loadgen.schedule import open_loop_offsets
+    from loadgen.engine import runner
+    from loadgen.plan.arrivals import arrival_for
+    from loadgen.record.querylog import read_binary
+    from loadgen.plan.schedule import open_loop_offsets
 
     monkeypatch.setattr(runner, "PLAN_AHEAD_VALUES", 4096)  # 2048 one-sample queries ahead
     settings = load_settings(None, ["preset='dev'", "target_qps=20000", "target_latency_ms=50",
@@ -146,7 +146,7 @@ class _ThreadedSut(FunctionSut):
                                                           (_ThreadedSut, True)])
 def test_engine_waits_without_the_gil_only_for_sut_threads(monkeypatch, sut_class,
                                                            waits_without_gil):
-    from loadgen import runner
+    from loadgen.engine import runner
 
     targets = []
     real = runner._sleep_until
@@ -160,7 +160,7 @@ def test_engine_waits_without_the_gil_only_for_sut_threads(monkeypatch, sut_clas
 def test_sleep_until_returns_at_or_after_its_target():
     import time
 
-    from loadgen.runner import _sleep_until
+    from loadgen.engine.runner import _sleep_until
 
     for ahead_ns in (0, 50_000, 400_000):
         target = time.perf_counter_ns() + ahead_ns

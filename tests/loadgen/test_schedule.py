@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from loadgen.arrivals import Constant, Poisson, arrival_for
+from loadgen.plan.arrivals import Constant, Poisson, arrival_for
 from loadgen.errors import SettingsError
-from loadgen.qsl import QuerySampleLibrary, accuracy_queries, sample_chunks
-from loadgen.schedule import open_loop_offsets
-from loadgen.settings import load_settings
+from loadgen.plan.qsl import QuerySampleLibrary, accuracy_queries, sample_chunks
+from loadgen.plan.schedule import open_loop_offsets
+from loadgen.plan.settings import load_settings
 
 
 def _settings(*extra):
@@ -94,9 +94,9 @@ MS = 1_000_000
 def test_a_saved_schedule_replays_bit_for_bit(tmp_path):
     from loadgen.adapters.null import NullSut
     from loadgen.api import run_test
-    from loadgen.cli import main
-    from loadgen.querylog import read_binary
-    from loadgen.schedule import replay_settings
+    from loadgen.cli.main import main
+    from loadgen.record.querylog import read_binary
+    from loadgen.plan.schedule import replay_settings
 
     s = _settings("arrival='gamma'", "burstiness=0.5", "target_qps=2000", "min_duration_s=0.5",
                   "max_issue_lag_ms=1000")
@@ -126,7 +126,7 @@ def test_a_saved_schedule_replays_bit_for_bit(tmp_path):
 def test_a_replayed_trace_issues_at_the_recorded_offsets_scaled(tmp_path):
     from loadgen.adapters.null import NullSut
     from loadgen.api import run_test
-    from loadgen.querylog import read_binary
+    from loadgen.record.querylog import read_binary
 
     rng = np.random.default_rng(5)
     stamps = 1_700_000_000 + np.cumsum(rng.exponential(1 / 800, 1200))
@@ -149,7 +149,7 @@ def test_a_replayed_trace_issues_at_the_recorded_offsets_scaled(tmp_path):
 
 
 def test_closed_loop_runs_describe_no_schedule():
-    from loadgen.schedule import describe_schedule
+    from loadgen.plan.schedule import describe_schedule
 
     assert describe_schedule(_settings("scenario='SingleStream'")) == {"arrival": "closed"}
     assert describe_schedule(_settings("scenario='Offline'")) == {"arrival": "none"}

@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 
 from loadgen.errors import ResultError, SettingsError
-from loadgen.record import encode, new_histogram, record_array
-from loadgen.search import Bracket, SearchConfig, Trial, bracket, confidence, find_peak, next_step
-from loadgen.settings import TestSettings as Settings
-from loadgen.settings import load_settings
+from loadgen.record.histograms import encode, new_histogram, record_array
+from loadgen.campaigns.search import Bracket, SearchConfig, Trial, bracket, confidence, find_peak, next_step
+from loadgen.plan.settings import TestSettings as Settings
+from loadgen.plan.settings import load_settings
 from tests.loadgen import queueing
 
 CFG = SearchConfig(start_qps=100, min_qps=10, max_qps=10_000, growth=2, tolerance=0.05,

@@ -1,7 +1,7 @@
 import pytest
 
 from loadgen.errors import SettingsError
-from loadgen.settings import Scenario, load_settings, parse_overrides
+from loadgen.plan.settings import Scenario, load_settings, parse_overrides
 
 
 def test_mlperf_defaults_per_scenario():

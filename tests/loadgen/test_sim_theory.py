@@ -36,8 +36,8 @@ import pytest
 
 from loadgen.adapters.sim import ServiceTime, SimSut, service_draws
 from loadgen.api import run_async, run_loop
-from loadgen.querylog import read_binary
-from loadgen.settings import load_settings
+from loadgen.record.querylog import read_binary
+from loadgen.plan.settings import load_settings
 from tests.loadgen import queueing
 
 SERVICE_NS = 50_000

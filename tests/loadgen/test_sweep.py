@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from loadgen import settings as lg_settings
+from loadgen.plan import settings as lg_settings
 from loadgen.adapters import registry
 from loadgen.errors import SettingsError, SutSpecError
-from loadgen.settings import load_settings
-from loadgen.sweep import (
+from loadgen.plan.settings import load_settings
+from loadgen.campaigns.sweep import (
     aggregate,
     launch,
     parse_axis,

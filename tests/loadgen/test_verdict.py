@@ -2,9 +2,9 @@
 
 import dataclasses
 
-from loadgen.settings import load_settings
-from loadgen.stats import RunStats
-from loadgen.verdict import evaluate, headline
+from loadgen.plan.settings import load_settings
+from loadgen.judge.stats import RunStats
+from loadgen.judge.verdict import evaluate, headline
 
 SUMMARY = {"p50": 1_000_000, "p90": 2_000_000, "p95": 2_500_000, "p99": 4_000_000,
            "p999": 5_000_000, "mean": 1_200_000, "min": 500_000, "max": 6_000_000, "count": 10_000}

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from loadgen.api import run_async, run_loop
-from loadgen.record import percentile_ns
+from loadgen.record.histograms import percentile_ns
 from loadgen.report.summary import render_summary
-from loadgen.settings import load_settings
-from loadgen.tally import Tally
-from loadgen.windows import (
+from loadgen.plan.settings import load_settings
+from loadgen.record.tally import Tally
+from loadgen.record.windows import (
     MAX_WINDOWS,
     WindowCounts,
     WindowedRecorder,
@@ -129,7 +129,7 @@ def test_a_step_plan_changes_the_rate_and_reports_each_step():
 
 
 def test_tally_encodes_and_decodes_losslessly():
-    from loadgen.collect import Collector
+    from loadgen.record.collect import Collector
 
     c = Collector(2 * MS)
     c.started(0, 0)

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadgen import protocol as p
-from loadgen.oip_proto import SERVICE_NAME
-from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
+from oipwire import codec as p
+from oipwire.proto import SERVICE_NAME
+from oipwire.proto import grpc_predict_v2_pb2 as pb
 from sut.server.core import ServerConfig
 from sut.server.thread import ServerThread
 from sut.service import build_service

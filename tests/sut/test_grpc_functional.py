@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from loadgen import protocol as p
-from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
-from loadgen.oip_proto import grpc_predict_v2_pb2_grpc as pb_grpc
+from oipwire import codec as p
+from oipwire.proto import grpc_predict_v2_pb2 as pb
+from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
 from sut.models import load_model
 from sut.server.core import ServerConfig
 from sut.server.thread import ServerThread

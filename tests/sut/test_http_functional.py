@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from loadgen import protocol as p
+from oipwire import codec as p
 from loadgen.adapters.batcher_control import batcher_knobs
 from loadgen.errors import SutError
-from loadgen.settings import load_settings
-from loadgen.sweep import parse_axis, run_sweep
+from loadgen.plan.settings import load_settings
+from loadgen.campaigns.sweep import parse_axis, run_sweep
 from sut.models import load_model
 from sut.server.core import ServerConfig
 from sut.server.thread import ServerThread

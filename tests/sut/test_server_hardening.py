@@ -25,10 +25,11 @@ import grpc
 import numpy as np
 import pytest
 
-from loadgen import cli
-from loadgen import protocol as p
-from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
-from loadgen.oip_proto import grpc_predict_v2_pb2_grpc as pb_grpc
+from loadgen.cli.exits import EXIT_USAGE
+from loadgen.cli.main import main as cli_main
+from oipwire import codec as p
+from oipwire.proto import grpc_predict_v2_pb2 as pb
+from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
 from sut.server.core import ServerConfig
 from sut.server.thread import ServerThread
 from sut.service import build_service
@@ -282,7 +283,7 @@ def read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
 
 
 def test_loadgen_serve_prints_ports_serves_and_drains_on_sigterm() -> None:
-    cmd = [sys.executable, "-m", "loadgen.cli", "serve", "--http-port", "0", "--grpc-port", "0",
+    cmd = [sys.executable, "-m", "loadgen", "serve", "--http-port", "0", "--grpc-port", "0",
            "--model", "mlp,max_queue_delay_us=300000,warmup=0"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -314,16 +315,16 @@ def test_loadgen_serve_prints_ports_serves_and_drains_on_sigterm() -> None:
 
 
 def test_loadgen_serve_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["serve", "--model", "nope"]) == cli.EXIT_USAGE
+    assert cli_main(["serve", "--model", "nope"]) == EXIT_USAGE
     assert "unknown model 'nope'" in capsys.readouterr().err
-    assert cli.main(["serve", "--model", "mlp,max_batch_size=0"]) == cli.EXIT_USAGE
+    assert cli_main(["serve", "--model", "mlp,max_batch_size=0"]) == EXIT_USAGE
     assert "max_batch_size" in capsys.readouterr().err
-    assert cli.main(["serve", "--model", "mlp", "--tls-cert", "c.pem"]) == cli.EXIT_USAGE
+    assert cli_main(["serve", "--model", "mlp", "--tls-cert", "c.pem"]) == EXIT_USAGE
     assert "both a certificate and a key" in capsys.readouterr().err
 
 
 SERVER_FILES = sorted((ROOT / "sut" / "server").glob("*.py")) + [ROOT / "sut" / "metrics.py"]
-ALLOWED_LOADGEN = ("loadgen.protocol", "loadgen.oip_proto")
+ALLOWED_LOADGEN = ("oipwire.codec", "oipwire.proto")
 UNSAFE_MODULES = {"pickle", "marshal", "shelve", "dill", "joblib"}
 UNSAFE_CALLS = {"torch.load", "torch.jit.load", "np.load", "numpy.load", "eval", "exec"}
 

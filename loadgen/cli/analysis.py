@@ -1,0 +1,129 @@
+"""The analysis subcommands of `loadgen`: find-peak, sweep, report, compare.
+
+    loadgen find-peak FILE --sut SPEC --out DIR [--set k=v ...] [--budget-s S]
+                      [--start-qps Q] [--min-qps Q] [--max-qps Q] [--tolerance F]
+                      [--repeats N] [--min-queries N]
+    loadgen sweep FILE --sut SPEC --out DIR --grid KEY=v1,v2|a:b:step [--grid sut.KEY=...]
+                  --launches N [--set k=v ...]
+    loadgen report DIR [--png FILE]
+    loadgen compare A B [--vary KEY ...] [--json]
+
+Exit codes: find-peak 0 when some rate passed, 1 when none did; sweep and report 0;
+compare 0, or 4 (`EXIT_MISMATCH`) when A and B differ in more than the variable
+compared; 2 bad usage or settings and 3 a failed run, as for `loadgen run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from loadgen.cli.exits import EXIT_MISMATCH
+
+__all__ = ["add_parsers"]
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path, help="TOML test definition (see scenarios/)")
+    p.add_argument("--sut", required=True, help="null | sim:... | builtin:MODEL[,k=v...]")
+    p.add_argument("--out", type=Path, required=True, help="output directory (resumable)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _log(args: argparse.Namespace) -> Callable[[str], None] | None:
+    return None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def _find_peak(args: argparse.Namespace) -> int:
+    from loadgen.report.html import build_report
+    from loadgen.campaigns.search import SearchConfig, find_peak
+    from loadgen.plan.settings import load_settings
+
+    settings = load_settings(args.file, args.overrides)
+    cfg = SearchConfig(start_qps=args.start_qps or settings.target_qps, min_qps=args.min_qps,
+                       max_qps=args.max_qps, tolerance=args.tolerance, repeats=args.repeats,
+                       min_queries=args.min_queries)
+    doc = find_peak(settings, args.sut, args.out, cfg, args.budget_s, log=_log(args))
+    report = build_report(args.out)
+    print(doc["headline"])
+    print(f"wrote {args.out / 'peak.json'}, {args.out / 'probes.csv'} and {report}")
+    return 0 if doc["peak_qps"] else 1
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from loadgen.report.html import build_report
+    from loadgen.plan.settings import load_settings
+    from loadgen.campaigns.sweep import parse_axis, run_sweep
+
+    settings = load_settings(args.file, args.overrides)
+    axes = [parse_axis(g) for g in args.grid]
+    doc = run_sweep(settings, args.sut, axes, args.launches, args.out, log=_log(args))
+    report = build_report(args.out)
+    for point in doc["points"]:
+        print(("NOISY  " if point["noisy"] else "") + point["headline"])
+    print(f"wrote {args.out / 'sweep.json'}, {args.out / 'sweep.csv'} and {report}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from loadgen.report.html import build_report, report_png
+
+    print(f"wrote {build_report(args.dir)}")
+    if args.png:
+        print(f"wrote {report_png(args.dir, args.png)}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from loadgen.campaigns.compare import compare, load_side, render
+
+    result = compare(load_side(args.a), load_side(args.b), args.vary)
+    if args.json:
+        doc = {"a": result.a.label, "b": result.b.label, "mismatch": result.mismatch,
+               "differences": [list(d) for d in result.differences],
+               "metrics": [asdict(m) | {"noise": m.noise, "rel": m.rel} for m in result.metrics]}
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render(result), end="")
+    return EXIT_MISMATCH if result.mismatch else 0
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register find-peak, sweep, report and compare on the `loadgen` subparsers."""
+    p = sub.add_parser("find-peak", help="highest Server QPS that meets the latency SLO")
+    _common(p)
+    p.add_argument("--budget-s", type=float, default=None, help="stop before exceeding this")
+    p.add_argument("--start-qps", type=float, default=0.0, help="first rate (default target_qps)")
+    p.add_argument("--min-qps", type=float, default=1.0, help="give up below this rate")
+    p.add_argument("--max-qps", type=float, default=1e7, help="never probe above this rate")
+    p.add_argument("--tolerance", type=float, default=0.02, help="bracket width / high to stop")
+    p.add_argument("--repeats", type=int, default=2, help="trials at each end of the bracket")
+    p.add_argument("--min-queries", type=int, default=10_000, help="queries per probe, at least")
+    p.set_defaults(handler=_find_peak)
+
+    p = sub.add_parser("sweep", help="grid of settings and SUT knobs, N launches per point")
+    _common(p)
+    p.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2|A:B:STEP",
+                   help="a settings key, sut.KEY for a SUT option, or batcher.KEY for a "
+                        "knob of a remote `loadgen serve`, retuned live (repeatable: product)")
+    p.add_argument("--launches", type=int, default=3, help="independent launches per point")
+    p.set_defaults(handler=_sweep)
+
+    p = sub.add_parser("report", help="rebuild DIR/report.html from saved results")
+    p.add_argument("dir", type=Path, help="a run, sweep or find-peak directory")
+    p.add_argument("--png", type=Path, default=None, help="also compose the key plots here")
+    p.set_defaults(handler=_report)
+
+    p = sub.add_parser("compare", help="A vs B per metric with confidence intervals")
+    p.add_argument("a", type=Path, help="run dir, result.json or sweep point dir")
+    p.add_argument("b", type=Path, help="run dir, result.json or sweep point dir")
+    p.add_argument("--vary", action="append", default=[], metavar="KEY",
+                   help="the variable compared (key prefix, e.g. settings.target_qps or sut)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(handler=_compare)

@@ -1,0 +1,112 @@
+"""The `loadgen` command: parse, build settings and SUT, call the library, report, exit.
+
+Exit codes: 0 VALID (find-peak: some rate passed), 1 INVALID (find-peak: none did),
+2 bad usage or settings, 3 the run failed (SUT error), 4 `compare` found a construct
+mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loadgen.cli.analysis import add_parsers as _add_analysis
+from loadgen.cli.calibrate import add_parser as _add_calibrate
+from loadgen.cli.exits import EXIT_ERROR, EXIT_INVALID, EXIT_USAGE, EXIT_VALID
+from loadgen.errors import LoadgenError, SettingsError, SutSpecError
+from loadgen.cli.serve import add_parser as _add_serve
+
+if TYPE_CHECKING:
+    from loadgen.plan.settings import TestSettings
+
+__all__ = ["build_parser", "main"]
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run one test definition against a SUT")
+    p.add_argument("file", type=Path, nargs="?", help="TOML test definition (see scenarios/)")
+    p.add_argument("--sut", required=True, help="null | sim:... | builtin:MODEL[,k=v...]")
+    p.add_argument("--out", type=Path, default=Path("runs/latest"), help="run directory")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines, no summary")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="N load processes, each issuing a share of the schedule (open loop)")
+    p.add_argument("--replay", type=Path, metavar="RUN_DIR",
+                   help="rerun RUN_DIR's settings on its saved schedule.bin, bit for bit")
+    p.add_argument("--prometheus-port", metavar="[HOST:]PORT",
+                   help="serve live metrics on /metrics during the run (host 127.0.0.1)")
+    p.add_argument("--pushgateway", metavar="URL", help="push the final metrics there")
+    p.set_defaults(handler=_run)
+
+
+def _settings(args: argparse.Namespace) -> TestSettings:
+    from loadgen.plan.schedule import replay_settings
+    from loadgen.plan.settings import load_settings
+
+    overrides = args.overrides + ([] if args.workers is None else [f"workers={args.workers}"])
+    if args.replay is not None:
+        return replay_settings(args.replay, overrides)
+    if args.file is None:
+        raise SettingsError(["run: give a TOML test definition, or --replay RUN_DIR"])
+    return load_settings(args.file, overrides)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from loadgen.adapters.registry import make_sut
+    from loadgen.api import print_progress, run_test
+    from loadgen.campaigns.calibrate import headroom_warning
+    from loadgen.live.prometheus import monitors_for
+    from loadgen.engine.processes import run_workers, workers_warning
+
+    settings = _settings(args)
+    warnings = [w for w in (headroom_warning(settings, args.sut),
+                            workers_warning(settings, args.sut)) if w]
+    for warning in warnings:
+        print(f"loadgen: warning: {warning}", file=sys.stderr)
+    progress = None if args.quiet else print_progress
+    if settings.workers > 1:
+        if args.prometheus_port or args.pushgateway:
+            raise SettingsError(["workers: live metrics read one process; use --workers 1"])
+        return _finish(args, run_workers(settings, args.sut, args.out, progress, warnings))
+    sut = make_sut(args.sut)
+    with monitors_for(args.prometheus_port, args.pushgateway) as monitors:
+        result = run_test(settings, sut, args.out, progress, monitors, warnings)
+    return _finish(args, result)
+
+
+def _finish(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    from loadgen.report.summary import render_summary
+
+    if not args.quiet:
+        print(render_summary(result), end="")
+        print(f"wrote {args.out / 'result.json'} and {args.out / 'summary.txt'}")
+    return EXIT_VALID if result["valid"] else EXIT_INVALID
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="loadgen", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_analysis(sub)
+    _add_calibrate(sub)
+    _add_serve(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `loadgen` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (SettingsError, SutSpecError) as exc:
+        print(f"loadgen: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except LoadgenError as exc:
+        print(f"loadgen: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+

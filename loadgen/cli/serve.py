@@ -1,0 +1,74 @@
+"""`loadgen serve`: serve a built-in or user model over the Open Inference Protocol.
+
+    loadgen serve --model mlp,max_batch_size=16 --http-port 0 --grpc-port 0
+
+takes the same MODEL and key=value options as `--sut builtin:MODEL,k=v`, binds
+127.0.0.1 unless `--host` says otherwise, prints `serving MODEL http=H:P grpc=H:Q`
+once both ports are bound (port 0 = a free one) and `ready NAME` once the model is
+loaded, and exits 0 after a graceful drain on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from loadgen.adapters.base import parse_options
+from loadgen.cli.exits import EXIT_ERROR, EXIT_USAGE
+
+__all__ = ["add_parser"]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the `serve` subcommand."""
+    from sut.server.core import DEFAULT_MAX_BODY_BYTES, ServerConfig
+
+    d = ServerConfig()
+    p = sub.add_parser("serve", help="serve a model over HTTP and gRPC (Open Inference Protocol)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, metavar="MODEL[,key=value...]",
+                   help="as in --sut builtin:MODEL,... (mlp, cnn, transformer, digits, import:...)")
+    p.add_argument("--host", default=d.host, help=f"address to bind (default {d.host})")
+    p.add_argument("--http-port", type=int, default=d.http_port,
+                   help=f"HTTP/REST port, 0 = any free (default {d.http_port})")
+    p.add_argument("--grpc-port", type=int, default=d.grpc_port,
+                   help=f"gRPC port, 0 = any free (default {d.grpc_port})")
+    p.add_argument("--auth-token", help="require 'Authorization: Bearer TOKEN' (not on health)")
+    p.add_argument("--tls-cert", type=Path, help="PEM certificate chain (with --tls-key)")
+    p.add_argument("--tls-key", type=Path, help="PEM private key (with --tls-cert)")
+    p.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+                   help="largest request body or gRPC message (default %(default)s)")
+    p.add_argument("--max-inflight", type=int, default=d.max_inflight,
+                   help="infer requests held at once before 429 (default %(default)s)")
+    p.add_argument("--request-timeout-s", type=float, default=d.request_timeout_s,
+                   help="longest wait for a result before 504 (default %(default)s)")
+    p.add_argument("--drain-timeout-s", type=float, default=d.drain_timeout_s,
+                   help="longest wait for in-flight requests on shutdown (default %(default)s)")
+    p.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from sut.errors import ConfigError, SutError
+    from sut.server.app import serve_model
+    from sut.server.core import ServerConfig
+
+    model, _, rest = args.model.partition(",")
+    options = parse_options(rest)
+    try:
+        config = ServerConfig(
+            host=args.host, http_port=args.http_port, grpc_port=args.grpc_port,
+            auth_token=args.auth_token, tls_cert=args.tls_cert, tls_key=args.tls_key,
+            max_body_bytes=args.max_body_bytes, max_inflight=args.max_inflight,
+            request_timeout_s=args.request_timeout_s, drain_timeout_s=args.drain_timeout_s)
+    except ValueError as exc:
+        print(f"loadgen serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return serve_model(model.strip(), options, config)
+    except ConfigError as exc:
+        print(f"loadgen serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (SutError, OSError) as exc:
+        print(f"loadgen serve: {exc}", file=sys.stderr)
+        return EXIT_ERROR

@@ -1,0 +1,201 @@
+"""The open-loop plan: pure functions of (settings, seed) -> issue offsets and samples.
+
+The arrival processes live in `arrivals.py`; here they are walked in chunks
+(`open_loop_offsets`), paired with each query's samples (`plan_queries`),
+split round robin between load processes (`partition`), and described or
+saved with the run so that it can be replayed exactly (`describe_schedule`,
+`save_schedule`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from loadgen.plan.arrivals import ArrivalProcess, Trace, arrival_for
+from loadgen.errors import SettingsError
+from loadgen.plan.qsl import QuerySampleLibrary, accuracy_queries, sample_chunks
+from loadgen.plan.settings import Scenario, TestSettings, parse_overrides, settings_from_mapping
+from loadgen.plan.tracefile import SCHEDULE_FILE
+
+__all__ = [
+    "CHUNK",
+    "describe_schedule",
+    "is_open_loop",
+    "library",
+    "open_loop_offsets",
+    "partition",
+    "plan_queries",
+    "replay_settings",
+    "save_schedule",
+]
+
+CHUNK = 1024  # queries planned at a time: small, so building one (~30 us) never stalls issuing
+_NS = 1e9
+
+Plan = tuple[Iterator[np.ndarray] | None, Iterator[Any]]
+
+
+def open_loop_offsets(
+    process: ArrivalProcess, settings: TestSettings, chunk: int = CHUNK
+) -> Iterator[np.ndarray]:
+    """Chunks of int64 ns offsets covering warm-up plus the measured window.
+
+    Issuing stops at the first arrival that satisfies both minimums (measured
+    duration and measured query count), or earlier at either maximum. A trace
+    (or saved schedule) is replayed whole, up to the maximums.
+    """
+    rng = np.random.default_rng(settings.schedule_rng_seed)
+    whole = isinstance(process, Trace)
+    warmup_ns = settings.warmup_s * _NS
+    min_end_ns = np.inf if whole else warmup_ns + settings.min_duration_s * _NS
+    max_end_ns = warmup_ns + settings.max_duration_s * _NS if settings.max_duration_s else np.inf
+    max_count = settings.max_query_count or np.iinfo(np.int64).max
+    measured = planned = 0
+    after = 0.0
+    while True:
+        offsets = process.next_offsets(rng, after, chunk, planned)
+        if offsets.size == 0:
+            return
+        planned += offsets.size
+        after = float(offsets[-1])
+        in_window = offsets >= warmup_ns
+        counts = measured + np.cumsum(in_window)
+        enough = (offsets >= min_end_ns) & (counts >= settings.min_query_count)
+        capped = (offsets > max_end_ns) | (counts > max_count)
+        stop_at = _first(enough, inclusive=True, other=_first(capped, inclusive=False))
+        if stop_at is not None:
+            yield np.round(offsets[:stop_at]).astype(np.int64)
+            return
+        measured = int(counts[-1])
+        yield np.round(offsets).astype(np.int64)
+        if offsets.size < chunk:
+            return
+
+
+def _first(mask: np.ndarray, inclusive: bool, other: int | None = None) -> int | None:
+    """Length of the prefix ending at the first True in `mask` (or `other`, if earlier)."""
+    hits = np.flatnonzero(mask)
+    here = None if hits.size == 0 else int(hits[0]) + (1 if inclusive else 0)
+    candidates = [c for c in (here, other) if c is not None]
+    return min(candidates) if candidates else None
+
+
+def is_open_loop(settings: TestSettings) -> bool:
+    """Whether the run issues on a precomputed schedule (else on completions, or at once)."""
+    return not (settings.closed_loop or settings.scenario is Scenario.OFFLINE
+                or settings.mode == "accuracy")
+
+
+def library(settings: TestSettings) -> QuerySampleLibrary:
+    """The query sample library a test definition describes."""
+    return QuerySampleLibrary(settings.total_sample_count, settings.performance_sample_count,
+                              settings.qsl_rng_seed)
+
+
+def plan_queries(settings: TestSettings) -> Plan:
+    """(offset chunks or None for closed loop and Offline, matching sample chunks)."""
+    qsl = library(settings)
+    if settings.mode == "accuracy":
+        return None, iter([accuracy_queries(qsl, settings.samples_per_query)])
+    if settings.scenario is Scenario.OFFLINE:
+        return None, sample_chunks(qsl, settings.offline_sample_count,
+                                   settings.sample_index_rng_seed, 1)
+    samples = sample_chunks(qsl, settings.samples_per_query, settings.sample_index_rng_seed, CHUNK)
+    if not is_open_loop(settings):
+        return None, samples
+    return open_loop_offsets(arrival_for(settings), settings), samples
+
+
+def partition(plan: Plan, index: int, count: int) -> Plan:
+    """Load process `index` of `count`: queries index, index + count, ... of the plan.
+
+    Every process walks the same global plan and keeps its round-robin share,
+    so together they issue exactly the single-process schedule, whatever the
+    arrival process; a share of a Poisson process is not Poisson, the sum is.
+    """
+    offsets, samples = plan
+    assert offsets is not None, "only an open-loop plan is split"
+    rows: collections.deque[np.ndarray] = collections.deque()
+
+    def mine() -> Iterator[np.ndarray]:
+        start = 0
+        for chunk in offsets:
+            first = (index - start) % count
+            rows.append(next(samples)[first::count])
+            start += chunk.size
+            yield chunk[first::count]
+
+    def my_rows() -> Iterator[np.ndarray]:
+        while True:  # the runner takes a chunk of offsets, then its rows
+            yield rows.popleft()
+
+    return mine(), my_rows()
+
+
+def _process_fields(process: ArrivalProcess) -> dict[str, Any]:
+    names = [f.name for f in dataclasses.fields(cast(Any, process))]
+    fields = {name: getattr(process, name) for name in names}
+    fields.pop("offsets_ns", None)
+    if isinstance(process, Trace):
+        fields["queries"] = int(process.offsets_ns.size)
+    return {"kind": type(process).__name__.lower(), **fields}
+
+
+def describe_schedule(settings: TestSettings) -> dict[str, Any]:
+    """What regenerates the schedule bit for bit: process, seed and versions."""
+    if not is_open_loop(settings):
+        return {"arrival": "closed" if settings.closed_loop else "none"}
+    return {"arrival": settings.arrival, "process": _process_fields(arrival_for(settings)),
+            "seed": settings.schedule_rng_seed, "loadgen_version": metadata.version("loadgen"),
+            "numpy_version": np.__version__}
+
+
+def save_schedule(settings: TestSettings, out_dir: Path) -> dict[str, Any]:
+    """Write the whole planned schedule to out_dir/schedule.bin (int64 ns, little-endian).
+
+    Regenerated from the settings after the run, so planning costs the run
+    nothing; returns the file's name, query count and sha256.
+    """
+    digest = hashlib.sha256()
+    queries = 0
+    with open(out_dir / SCHEDULE_FILE, "wb") as out:
+        for chunk in open_loop_offsets(arrival_for(settings), settings):
+            data = chunk.astype("<i8").tobytes()
+            digest.update(data)
+            out.write(data)
+            queries += chunk.size
+    return {"file": SCHEDULE_FILE, "queries": queries, "sha256": digest.hexdigest()}
+
+
+def replay_settings(run_dir: Path, overrides: list[str] | None = None) -> TestSettings:
+    """A run's own settings, replaying its saved schedule.bin bit for bit (then `--set`s).
+
+    The file must match the sha256 that run's result.json recorded.
+    """
+    def fail(why: str) -> SettingsError:
+        return SettingsError([f"--replay {run_dir}: {why}"])
+
+    try:
+        doc = json.loads((run_dir / "result.json").read_text())
+        values, recorded = dict(doc["settings"]), doc["schedule"].get("sha256")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise fail(f"not a run directory with a result.json ({exc})") from None
+    path = run_dir / SCHEDULE_FILE
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        raise fail(f"no {SCHEDULE_FILE} (closed-loop runs have none)") from None
+    if digest != recorded:
+        raise fail(f"{SCHEDULE_FILE} does not match the sha256 in result.json")
+    values.pop("compliant", None)
+    values["schedule_file"] = str(path)
+    return settings_from_mapping(values | parse_overrides(overrides or []))

@@ -1,0 +1,212 @@
+"""The completion sink: turns the runner's stamps into recorded latencies and counts.
+
+The runner registers each query as it issues it (`issued`); the SUT reports it
+back once (`done` or `failed`). Only queries scheduled inside the measured
+window (after warm-up) are recorded, in the histograms and in the window of
+their scheduled time (`windows.py`); all are counted for progress. When the run
+ends, `tally` hands the figures over in a mergeable form.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from loadgen.record.querylog import QueryLog
+from loadgen.record.histograms import FLUSH_SLICE, Recorder
+from loadgen.record.tally import Tally
+from loadgen.record.windows import WindowedRecorder, Windows
+
+__all__ = ["MAX_ERROR_KINDS", "TIDY_AT", "Collector"]
+
+MAX_ERROR_KINDS = 64
+TIDY_AT = FLUSH_SLICE  # `tidy` records a slice of a buffer holding at least this many values
+_OTHER = "other"
+
+
+class Collector:
+    """Per-run recording state; implements `CompletionSink`."""
+
+    def __init__(
+        self,
+        slo_ns: int,
+        query_timeout_ns: int = 0,
+        keep_outputs: bool = False,
+        on_finish: Callable[[int], None] | None = None,
+        log: QueryLog | None = None,
+        windows: Windows | None = None,
+    ) -> None:
+        self.slo_ns = slo_ns
+        self.query_timeout_ns = query_timeout_ns
+        self.latency = Recorder()
+        self.service_latency = Recorder()
+        self.issue_lag = Recorder()
+        self.windows = windows if windows is not None else Windows(1_000_000_000, slo_ns)
+        self.query_latency = WindowedRecorder(self.windows)  # also fills the windows
+        self.components: dict[str, Recorder] = {}
+        self._recorders = [self.latency, self.service_latency, self.issue_lag,
+                           self.query_latency]  # and each component's, as it appears
+        self.batch_sizes: collections.Counter[int] = collections.Counter()
+        self.errors_by_kind: collections.Counter[str] = collections.Counter()
+        self.outputs: dict[int, Any] | None = {} if keep_outputs else None
+        self.issued = 0
+        self.finished = 0
+        self.measured_queries = 0
+        self.measured_samples = 0
+        self.measured_errors = 0
+        self.overlatency = 0
+        self.late = 0
+        self.first_measured_ns: int | None = None
+        self.last_done_ns = 0
+        self.on_finish = on_finish
+        self.log = log
+        self._inflight: dict[int, tuple[int, int, int, bool]] = {}
+        self._deadlines: collections.deque[tuple[int, int]] = collections.deque()
+
+    def started(self, t0_ns: int, measure_start_ns: int) -> None:
+        """The runner's clock origin and the start of the measured window."""
+        if self.log is not None:
+            self.log.origin_ns = t0_ns
+        self.windows.started(t0_ns, measure_start_ns)
+
+    @property
+    def in_flight(self) -> int:
+        """Queries issued and not yet done, failed or expired."""
+        return len(self._inflight)
+
+    def issued_query(self, query_id: int, scheduled_ns: int, sent_ns: int, samples: int,
+                     measured: bool) -> None:
+        """Register a query the moment before it is handed to the SUT."""
+        self._inflight[query_id] = (scheduled_ns, sent_ns, samples, measured)
+        self.issued += 1
+        if measured:
+            self.issue_lag.add(sent_ns - scheduled_ns)
+            if self.first_measured_ns is None:
+                self.first_measured_ns = scheduled_ns
+        if self.query_timeout_ns:
+            self._deadlines.append((scheduled_ns + self.query_timeout_ns, query_id))
+
+    def done(
+        self,
+        query_id: int,
+        done_ns: int,
+        components: Mapping[str, int] | None = None,
+        sample_done_ns: Sequence[int] | None = None,
+        output: Any = None,
+    ) -> None:
+        entry = self._inflight.pop(query_id, None)
+        if entry is None:
+            self.late += 1
+            return
+        scheduled_ns, sent_ns, samples, measured = entry
+        self.finished += 1
+        if self.log is not None:
+            self.log.add(query_id, scheduled_ns, sent_ns, done_ns)
+        if measured:
+            latency = done_ns - scheduled_ns
+            self.measured_queries += 1
+            self.measured_samples += samples
+            self.query_latency.add_at(scheduled_ns, latency)
+            if sample_done_ns is None:
+                self.latency.add(latency)
+            else:
+                for t in sample_done_ns:
+                    self.latency.add(t - scheduled_ns)
+            self.service_latency.add(done_ns - sent_ns)
+            if latency > self.slo_ns:
+                self.overlatency += 1
+            if done_ns > self.last_done_ns:  # noqa: PLR1730 - per query: a compare, not a call
+                self.last_done_ns = done_ns
+            if components:
+                self._components(components)
+            if self.outputs is not None:
+                self.outputs[query_id] = output
+        if self.on_finish is not None:
+            self.on_finish(done_ns)
+
+    def failed(self, query_id: int, done_ns: int, kind: str) -> None:
+        entry = self._inflight.pop(query_id, None)
+        if entry is None:
+            self.late += 1
+            return
+        self.finished += 1
+        if self.log is not None:
+            self.log.add(query_id, entry[0], entry[1], done_ns, kind)
+        self._count_error(kind, measured=entry[3])
+        if entry[3]:
+            self.windows.error(entry[0])
+        if self.on_finish is not None:
+            self.on_finish(done_ns)
+
+    def expire(self, now_ns: int) -> None:
+        """Fail every in-flight query whose `query_timeout_ms` has passed."""
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] <= now_ns:
+            _, query_id = deadlines.popleft()
+            if query_id in self._inflight:
+                self.failed(query_id, now_ns, "timeout")
+
+    def abandon(self, now_ns: int, kind: str = "unfinished") -> int:
+        """Fail whatever is still in flight (drain ran out); returns how many."""
+        left = list(self._inflight)
+        for query_id in left:
+            self.failed(query_id, now_ns, kind)
+        return len(left)
+
+    def tidy(self) -> bool:
+        """Record a slice of the fullest buffer if it holds at least `TIDY_AT` values.
+
+        The engine calls this when it has slack before the next issue time, so
+        buffers seldom fill up and flush on the spot; False if none needed it.
+        """
+        fullest, most = None, TIDY_AT - 1
+        for recorder in self._recorders:
+            if recorder.pending > most:
+                fullest, most = recorder, recorder.pending
+        log = self.log
+        if log is not None and log.pending > most:
+            log.flush()
+            return True
+        if fullest is None:
+            return False
+        fullest.flush_some()
+        return True
+
+    def tally(self) -> Tally:
+        """The run's figures, once it has ended."""
+        self.query_latency.flush()  # fills the windows
+        return Tally(
+            histograms={"latency_ns": self.latency.histogram,
+                        "service_latency_ns": self.service_latency.histogram,
+                        "issue_lag_ns": self.issue_lag.histogram,
+                        "query_latency_ns": self.query_latency.histogram},
+            components={name: r.histogram for name, r in sorted(self.components.items())},
+            batch_sizes=dict(sorted(self.batch_sizes.items())),
+            errors_by_kind=dict(self.errors_by_kind),
+            queries=self.measured_queries,
+            samples=self.measured_samples,
+            overlatency=self.overlatency,
+            late=self.late,
+            out_of_range=sum(r.out_of_range for r in self._recorders),
+            last_done_ns=self.last_done_ns,
+            windows=self.windows.counts(),
+        )
+
+    def _components(self, components: Mapping[str, int]) -> None:
+        for name, value in components.items():
+            if name == "batch_size":
+                self.batch_sizes[int(value)] += 1
+                continue
+            recorder = self.components.get(name)
+            if recorder is None:
+                recorder = self.components[name] = Recorder()
+                self._recorders.append(recorder)
+            recorder.add(int(value))
+
+    def _count_error(self, kind: str, measured: bool) -> None:
+        if kind not in self.errors_by_kind and len(self.errors_by_kind) >= MAX_ERROR_KINDS:
+            kind = _OTHER
+        self.errors_by_kind[kind] += 1
+        if measured:
+            self.measured_errors += 1

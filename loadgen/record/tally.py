@@ -1,0 +1,89 @@
+"""A finished run's raw figures: histograms, counters and windows, exactly mergeable.
+
+The collector hands one over when a run ends; several load processes each
+send theirs encoded (HDR V2 text and plain numbers), and `merge_tallies` adds
+them into one, exactly, so the merged run reads like a single-process one.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
+
+from loadgen.record.histograms import decode, encode, merge, new_histogram
+from loadgen.record.windows import WindowCounts, merge_windows
+
+__all__ = ["HISTOGRAMS", "Tally", "merge_tallies"]
+
+HISTOGRAMS = ("latency_ns", "service_latency_ns", "issue_lag_ns", "query_latency_ns")
+_COUNTERS = ("queries", "samples", "overlatency", "late", "out_of_range")
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """What the statistics read about one run (or several merged)."""
+
+    histograms: dict[str, HdrHistogram]  # keyed by HISTOGRAMS
+    components: dict[str, HdrHistogram]
+    batch_sizes: dict[int, int]
+    errors_by_kind: dict[str, int]
+    queries: int
+    samples: int
+    overlatency: int
+    late: int
+    out_of_range: int
+    last_done_ns: int
+    windows: WindowCounts
+
+    def encode(self) -> dict[str, Any]:
+        """Plain values: histograms as V2 base64 text (empty ones as None)."""
+        def text(h: HdrHistogram) -> str | None:
+            return encode(h) if h.total_count else None
+
+        return {
+            "histograms": {k: text(h) for k, h in self.histograms.items()},
+            "components": {k: text(h) for k, h in self.components.items()},
+            "batch_sizes": dict(self.batch_sizes), "errors_by_kind": dict(self.errors_by_kind),
+            **{k: getattr(self, k) for k in _COUNTERS},
+            "last_done_ns": self.last_done_ns, "windows": self.windows.encode(),
+        }
+
+    @classmethod
+    def decode(cls, doc: dict[str, Any]) -> Tally:
+        """The inverse of `encode` (a malformed histogram raises ResultError)."""
+        def hist(text: str | None) -> HdrHistogram:
+            return new_histogram() if text is None else decode(text)
+
+        return cls(
+            histograms={k: hist(v) for k, v in doc["histograms"].items()},
+            components={k: hist(v) for k, v in doc["components"].items()},
+            batch_sizes={int(k): int(v) for k, v in doc["batch_sizes"].items()},
+            errors_by_kind={str(k): int(v) for k, v in doc["errors_by_kind"].items()},
+            **{k: int(doc[k]) for k in _COUNTERS},
+            last_done_ns=int(doc["last_done_ns"]),
+            windows=WindowCounts.decode(doc["windows"]),
+        )
+
+
+def merge_tallies(parts: Sequence[Tally]) -> Tally:
+    """One tally holding every part's counts (histograms merged exactly)."""
+    components = sorted({name for p in parts for name in p.components})
+    batch: collections.Counter[int] = collections.Counter()
+    errors: collections.Counter[str] = collections.Counter()
+    for p in parts:
+        batch.update(p.batch_sizes)
+        errors.update(p.errors_by_kind)
+    return Tally(
+        histograms={k: merge(p.histograms[k] for p in parts) for k in HISTOGRAMS},
+        components={k: merge(p.components[k] for p in parts if k in p.components)
+                    for k in components},
+        batch_sizes=dict(sorted(batch.items())),
+        errors_by_kind=dict(errors),
+        **{k: sum(getattr(p, k) for p in parts) for k in _COUNTERS},
+        last_done_ns=max(p.last_done_ns for p in parts),
+        windows=merge_windows([p.windows for p in parts]),
+    )
