@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from loadgen import protocol as p
+from oipwire import codec as p
 from sut.errors import ConfigError, InvalidInput
 from sut.server.errors import (
     Answer,
@@ -50,7 +50,7 @@ DEFAULT_MAX_BODY_BYTES = 64 * 2**20
 _PHASES = (("queue", p.QUEUE_NS), ("batch_formation", p.BATCH_FORMATION_NS),
            ("compute", p.COMPUTE_NS), ("h2d", "h2d_ns"), ("d2h", "d2h_ns"))
 EXTRA_TIMINGS = tuple(key for _, key in _PHASES if key not in p.TIMING_PARAMETERS)
-"""Timing parameters sent beside `loadgen.protocol.TIMING_PARAMETERS`."""
+"""Timing parameters sent beside `oipwire.codec.TIMING_PARAMETERS`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""Open Inference Protocol over gRPC (grpc.aio), on the `loadgen.oip_proto` messages.
+"""Open Inference Protocol over gRPC (grpc.aio), on the `oipwire.proto` messages.
 
 Methods take raw bytes and parse them here, so a message that is not protobuf gets
 INVALID_ARGUMENT rather than grpc's generic INTERNAL. ModelInfer reads inputs from
@@ -18,9 +18,9 @@ from typing import Any, TypeAlias
 import grpc  # type: ignore[import-untyped]
 from google.protobuf.message import DecodeError, Message
 
-from loadgen import protocol as p
-from loadgen.oip_proto import SERVICE_NAME
-from loadgen.oip_proto import grpc_predict_v2_pb2 as pb
+from oipwire import codec as p
+from oipwire.proto import SERVICE_NAME
+from oipwire.proto import grpc_predict_v2_pb2 as pb
 from sut.server.core import ServerCore
 from sut.server.errors import answer_for
 
