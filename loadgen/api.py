@@ -1,147 +1,130 @@
-"""The public run API: settings + SUT in, result out. The CLI, sweeps and searches call this."""
+"""The public run API: settings + SUT in, a typed result out. The CLI and campaigns call this.
+
+One path for every run: the settings are planned once (`RunPlan`), a session
+runs the plan (in this process, or in `settings.workers` load processes from a
+SUT spec), the tally is summarized and judged, and the result is built and,
+with an output directory, written.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import gc
-import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.record.collect import Collector
-from loadgen.errors import SettingsError, SutError
-from loadgen.plan.qsl import accuracy_queries
-from loadgen.record.querylog import QueryLog
-from loadgen.report.environment import environment
-from loadgen.report.result import build_result, write_result
-from loadgen.report.summary import write_summary
-from loadgen.engine.runner import Progress, Runner
-from loadgen.plan.schedule import (
-    describe_schedule,
-    is_open_loop,
-    library,
-    plan_queries,
-    save_schedule,
-)
-from loadgen.plan.settings import TestSettings
+from loadgen.engine.processes import run_processes
+from loadgen.engine.runner import Progress
+from loadgen.engine.session import SessionOutcome, run_loop, run_session
+from loadgen.errors import SettingsError
 from loadgen.judge.stats import summarize
-from loadgen.judge.verdict import evaluate
-from loadgen.record.windows import windows_for
+from loadgen.judge.verdict import evaluate, headline
+from loadgen.plan.plan import RunPlan
+from loadgen.plan.schedule import describe_schedule, save_schedule
+from loadgen.plan.settings import TestSettings
+from loadgen.record.collect import Collector
+from loadgen.report.environment import environment
+from loadgen.report.result import RunResult, write_result
+from loadgen.report.summary import write_summary
 
-__all__ = ["Monitor", "print_progress", "run_async", "run_loop", "run_test", "save_run"]
-
-T = TypeVar("T")
-
-
-def _accuracy(settings: TestSettings, sut: SystemUnderTest,
-              collector: Collector) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
-    score = getattr(sut, "score", None)
-    if settings.mode != "accuracy":
-        return None, ()
-    if score is None or collector.outputs is None:
-        return None, (f"accuracy mode: SUT {sut.name!r} cannot score its outputs",)
-    queries = accuracy_queries(library(settings), settings.samples_per_query)
-    value, samples = score(queries, collector.outputs)
-    figures = {"value": value, "target": settings.accuracy_target, "samples": samples}
-    if value < settings.accuracy_target:
-        reason = f"accuracy {value:.4f} is below accuracy_target {settings.accuracy_target:g}"
-        return figures, (reason,)
-    return figures, ()
+__all__ = ["Monitor", "judge", "print_progress", "run_async", "run_loop", "run_test",
+           "save_run"]
 
 
 class Monitor(Protocol):
     """Watches a run live (for example the Prometheus exporter); never on the hot path."""
 
-    def start(self, settings: TestSettings, sut: SystemUnderTest, collector: Collector) -> None:
+    def start(self, plan: RunPlan, sut: SystemUnderTest, collector: Collector) -> None:
         """Called after the SUT started, before the first query."""
 
-    def stop(self, result: dict[str, Any] | None) -> None:
+    def stop(self, result: RunResult | None) -> None:
         """Called once the run ended (result is None if it failed)."""
+
+
+def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
+          workers: dict[str, object] | None = None) -> RunResult:
+    """Summarize and judge a session's outcome: the run's result."""
+    stats = summarize(plan, outcome.tally, outcome.accuracy)
+    verdict = evaluate(plan, stats, tuple(warnings))
+    return RunResult(settings=plan.settings, plan=plan.as_dict(), stats=stats, verdict=verdict,
+                     headline=headline(plan, stats), sut=outcome.sut,
+                     environment=environment(), schedule=describe_schedule(plan),
+                     workers=workers)
 
 
 async def run_async(settings: TestSettings, sut: SystemUnderTest,
                     progress: Callable[[Progress], None] | None = None,
                     monitors: Sequence[Monitor] = (),
                     log_dir: Path | None = None,
-                    warnings: Sequence[str] = ()) -> dict[str, Any]:
-    """Run one test against a SUT on the running loop; returns the result document.
+                    warnings: Sequence[str] = ()) -> RunResult:
+    """Run one test against a SUT on the running loop, in this process.
 
     With `log_dir`, every query's stamps stream to the per-query log there;
     `warnings` (found before the run) join the verdict's.
     """
     if settings.workers > 1:
-        raise SettingsError([(f"workers: {settings.workers} load processes need a SUT spec: "
-                              "use loadgen.engine.processes.run_workers (or `loadgen run --workers`)")])
-    slo_ns = int(settings.target_latency_ms * 1e6) or 2**62
-    collector = Collector(slo_ns, int(settings.query_timeout_ms * 1e6),
-                          keep_outputs=settings.mode == "accuracy",
-                          windows=windows_for(settings, slo_ns))
-    offsets, samples = plan_queries(settings)
-    runner = Runner(settings, sut, collector, offsets, samples, progress)
-    collector.on_finish = runner.query_finished
-    try:
-        await sut.start(collector, runner)
-    except Exception as exc:
-        raise SutError(f"SUT {sut.name!r} failed to start: {exc}") from exc
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, runner.interrupt)
-    for monitor in monitors:
-        monitor.start(settings, sut, collector)
-    gc.collect()
-    gc.freeze()  # what is loaded now (models, arrays) is never scanned mid-run
-    if log_dir is not None:
-        collector.log = QueryLog(log_dir)
-    try:
-        times = await runner.run()
-    finally:
-        gc.unfreeze()
-        if collector.log is not None:
-            collector.log.close()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-        await sut.stop()
-    stats = summarize(settings, collector.tally(), times)
-    accuracy, extra = _accuracy(settings, sut, collector)
-    verdict = evaluate(settings, stats, extra, tuple(warnings))
-    result = build_result(settings, stats, verdict, sut.describe(), environment(),
-                          {"schedule": describe_schedule(settings)}
-                          | ({"accuracy": accuracy} if accuracy is not None else {}))
+        raise SettingsError([(f"workers: {settings.workers} load processes need a SUT spec, "
+                              "not an adapter: pass the spec string to run_test")])
+    return await _run_here(RunPlan.of(settings), sut, progress, monitors, log_dir, warnings)
+
+
+async def _run_here(plan: RunPlan, sut: SystemUnderTest,
+                    progress: Callable[[Progress], None] | None, monitors: Sequence[Monitor],
+                    log_dir: Path | None, warnings: Sequence[str]) -> RunResult:
+    """One plan run in this process, monitors told."""
+    def started(collector: Collector) -> None:
+        for monitor in monitors:
+            monitor.start(plan, sut, collector)
+
+    outcome = await run_session(plan, sut, progress=progress, log_dir=log_dir, started=started)
+    result = judge(plan, outcome, warnings)
     for monitor in monitors:
         monitor.stop(result)
     return result
 
 
-def run_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on uvloop where available, else stock asyncio."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
-
-
-def run_test(settings: TestSettings, sut: SystemUnderTest, out_dir: Path | None = None,
+def run_test(settings: TestSettings | RunPlan, sut: SystemUnderTest | str,
+             out_dir: Path | None = None,
              progress: Callable[[Progress], None] | None = None,
              monitors: Sequence[Monitor] = (),
-             warnings: Sequence[str] = ()) -> dict[str, Any]:
-    """Run one test to completion; with `out_dir`, write result.json and summary.txt there."""
-    result = run_loop(run_async(settings, sut, progress, monitors, out_dir, warnings))
+             warnings: Sequence[str] = ()) -> RunResult:
+    """Run one test to completion; with `out_dir`, write the run directory there.
+
+    `settings` may be given already planned (`RunPlan.of`). `sut` is an adapter,
+    or a `--sut` SPEC string; `settings.workers` load processes need the spec,
+    since each builds its own adapter from it.
+    """
+    plan = settings if isinstance(settings, RunPlan) else RunPlan.of(settings)
+    settings = plan.settings
+    if settings.workers > 1 and not isinstance(sut, str):
+        raise SettingsError([(f"workers: {settings.workers} load processes need a SUT spec "
+                              "string (each builds its own adapter)")])
+    if settings.workers > 1 and monitors:
+        raise SettingsError(["workers: live metrics read one process; use workers = 1"])
+    if settings.workers > 1:
+        assert isinstance(sut, str)
+        outcome, workers = run_processes(plan, sut, out_dir, progress)
+        result = judge(plan, outcome, warnings, workers)
+    else:
+        if isinstance(sut, str):
+            from loadgen.adapters.registry import make_sut
+
+            sut = make_sut(sut)
+        result = run_loop(_run_here(plan, sut, progress, monitors, out_dir, warnings))
     if out_dir is not None:
-        save_run(settings, result, out_dir)
+        save_run(plan, result, out_dir)
     return result
 
 
-def save_run(settings: TestSettings, result: dict[str, Any], out_dir: Path) -> None:
-    """Write the run directory: schedule.bin (open loop), result.json, summary.txt."""
+def save_run(plan: RunPlan, result: RunResult, out_dir: Path) -> None:
+    """Write the run directory: schedule.bin (open loop), result.json, summary.txt.
+
+    The saved schedule's name, size and sha256 join `result.schedule`.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
-    if is_open_loop(settings):
-        result["schedule"] |= save_schedule(settings, out_dir)
+    if plan.open_loop:
+        result.schedule.update(save_schedule(plan, out_dir))
     write_result(out_dir, result)
     write_summary(out_dir, result)
 

@@ -27,8 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loadgen.plan.arrivals import arrival_for
-from loadgen.plan.schedule import is_open_loop
+from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import TestSettings, load_settings
 
 __all__ = [
@@ -137,8 +136,8 @@ def _probe_for(spec: str, duration_s: float) -> Probe:
     def probe(qps: float) -> tuple[bool, dict[str, Any]]:
         sut = NullSut() if inprocess else make_sut(spec)
         r = run_loop(run_async(_probe_settings(qps, duration_s), sut))
-        return r["valid"], {"issue_lag_p99_ns": r["issue_lag_ns"]["p99"],
-                            "latency_p99_ns": r["latency_ns"]["p99"], "errors": r["errors"]}
+        return r.valid, {"issue_lag_p99_ns": r.stats.issue_lag_ns.p99,
+                         "latency_p99_ns": r.stats.latency_ns.p99, "errors": r.stats.errors}
 
     return probe
 
@@ -155,13 +154,13 @@ def calibrate(spec: str, duration_s: float = 1.0, steps: int = 4, start_qps: flo
             "cpus": os.cpu_count(), "probe_s": duration_s, **figures}
 
 
-def headroom_warning(settings: TestSettings, spec: str) -> str | None:
+def headroom_warning(plan: RunPlan, spec: str) -> str | None:
     """A warning if each load process must issue above HEADROOM of the calibrated ceiling."""
     entry = load_calibration().get(adapter_kind(spec))
-    if not is_open_loop(settings) or not isinstance(entry, dict):
+    if plan.arrival is None or not isinstance(entry, dict):
         return None
     ceiling = float(entry.get("ceiling_qps", 0.0))
-    per_process = arrival_for(settings).peak_qps / settings.workers
+    per_process = plan.arrival.peak_qps / plan.settings.workers
     if ceiling <= 0 or per_process <= HEADROOM * ceiling:
         return None
     return (f"the peak rate per load process, {per_process:.0f} QPS, is above "

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadgen.campaigns.sweep import metric_values
 from loadgen.errors import ResultError
 from loadgen.record.histograms import decode, merge, percentile_ns
-from loadgen.report.result import read_result
-from loadgen.campaigns.sweep import metric_values
+from loadgen.report.result import RunResult, read_result
 
 __all__ = ["Comparison", "MetricDiff", "Side", "compare", "construct_differences", "load_side",
            "render", "t_quantile"]
@@ -46,7 +46,7 @@ class Side:
     """One side of a comparison: its label and the results of its launches."""
 
     label: str
-    results: tuple[dict[str, Any], ...]
+    results: tuple[RunResult, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +121,8 @@ def _welch(name: str, xa: Sequence[float], xb: Sequence[float]) -> MetricDiff:
     return MetricDiff(name, ma, mb, mb - ma, mb - ma - half, mb - ma + half, "welch")
 
 
-def _percentile_interval(results: Sequence[Mapping[str, Any]], q: float) -> tuple[float, ...]:
-    blobs = [r["histograms"]["query_latency_ns"] for r in results]
+def _percentile_interval(results: Sequence[RunResult], q: float) -> tuple[float, ...]:
+    blobs = [r.stats.histograms["query_latency_ns"] for r in results]
     hist = merge(decode(b) for b in blobs)
     n = int(hist.get_total_count())
     spread = Z95 * math.sqrt(n * q * (1 - q))
@@ -131,14 +131,14 @@ def _percentile_interval(results: Sequence[Mapping[str, Any]], q: float) -> tupl
             *(float(percentile_ns(hist, 100 * r / n)) for r in ranks))
 
 
-def _rate_interval(results: Sequence[Mapping[str, Any]], metric: str) -> tuple[float, float]:
-    duration = sum(float(r["duration_s"]) for r in results)
-    count = sum(float(r[metric]) * float(r["duration_s"]) for r in results)
+def _rate_interval(results: Sequence[RunResult], metric: str) -> tuple[float, float]:
+    duration = sum(r.stats.duration_s for r in results)
+    count = sum(float(getattr(r.stats, metric)) * r.stats.duration_s for r in results)
     return count / duration, Z95 * math.sqrt(count) / duration
 
 
 def _single(name: str, a: Side, b: Side) -> MetricDiff:
-    if name in _PERCENTILES and all("query_latency_ns" in r.get("histograms", {})
+    if name in _PERCENTILES and all("query_latency_ns" in r.stats.histograms
                                     for r in (*a.results, *b.results)):
         q = _PERCENTILES[name] / 100
         va, a_lo, a_hi = _percentile_interval(a.results, q)
@@ -161,11 +161,13 @@ def _flatten(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
         yield prefix, value
 
 
-def _construct(result: Mapping[str, Any]) -> dict[str, Any]:
-    env = result.get("environment", {})
-    parts = {"settings": {k: v for k, v in result["settings"].items()
-                          if not k.endswith("_rng_seed")},
-             "sut": result["sut"], "seeds": result.get("seeds", {}),
+def _construct(result: RunResult) -> dict[str, Any]:
+    env = result.environment
+    settings = result.settings.as_dict()
+    parts = {"settings": {k: v for k, v in settings.items() if not k.endswith("_rng_seed")},
+             "sut": result.sut,
+             "seeds": {k.removesuffix("_rng_seed"): v for k, v in settings.items()
+                       if k.endswith("_rng_seed")},
              "environment": {"packages": env.get("packages", {}),
                              **{k: env.get(k) for k in _ENV_KEYS}}}
     flat: dict[str, Any] = {}

@@ -54,10 +54,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadgen.campaigns.launch import SEED_MOD, Launcher, launch, run_cached, vary
 from loadgen.errors import ResultError, SettingsError
-from loadgen.record.histograms import decode, percentile_ns
-from loadgen.plan.settings import Scenario, TestSettings
-from loadgen.campaigns.sweep import SEED_MOD, Runner, launch, run_cached, vary
+from loadgen.judge.verdict import ReasonCode
+from loadgen.plan.settings import IssueMode, TestSettings, issue_mode
+from loadgen.report.result import RunResult
 
 __all__ = ["Bracket", "SearchConfig", "Step", "Trial", "bracket", "confidence", "find_peak",
            "next_step", "probe_record", "round_rate"]
@@ -228,27 +229,24 @@ def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> Step:
     return Step(b, None, True, "converged")
 
 
-def probe_record(result: Mapping[str, Any], index: int, trial: int, run_dir: str,
+def probe_record(result: RunResult, index: int, trial: int, run_dir: str,
                  wall_s: float) -> dict[str, Any]:
     """A probe's line in the journal and peak.json: rate, verdict, figures."""
-    settings = result["settings"]
-    p, slo_ms = float(settings["target_latency_percentile"]), float(settings["target_latency_ms"])
-    at_p = float(result["query_latency_ns"].get(f"p{p:g}".replace(".", ""), 0) or 0)
-    if "query_latency_ns" in result.get("histograms", {}):
-        at_p = float(percentile_ns(decode(result["histograms"]["query_latency_ns"]), p))
-    lag_ns = float(result.get("issue_lag_ns", {}).get("p99", 0))
+    s, r = result.settings, result.stats
+    at_p = r.target_latency_at_ns
     return {
-        "index": index, "target_qps": round_rate(float(settings["target_qps"])), "trial": trial,
-        "dir": run_dir, "valid": bool(result["valid"]), "reasons": list(result["reasons"]),
-        "harness_limited": lag_ns > float(settings["max_issue_lag_ms"]) * 1e6,
-        "slo_ratio": at_p / (slo_ms * 1e6) if slo_ms and at_p else None,
+        "index": index, "target_qps": round_rate(s.target_qps), "trial": trial,
+        "dir": run_dir, "valid": result.valid, "reasons": [x.text for x in result.verdict.reasons],
+        "reason_codes": [str(code) for code in result.verdict.codes],
+        "harness_limited": ReasonCode.ISSUE_LAG in result.verdict.codes,
+        "slo_ratio": at_p / (s.target_latency_ms * 1e6) if s.target_latency_ms and at_p else None,
         "latency_at_slo_percentile_ns": int(at_p),
-        "qps_scheduled": result["qps_scheduled"], "qps_completed": result["qps_completed"],
-        "goodput_qps": result["goodput_qps"], "queries": result["queries"],
-        "overlatency": result["overlatency"], "errors": result["errors"],
-        "duration_s": result["duration_s"], "wall_s": round(wall_s, 3),
-        "schedule_rng_seed": settings["schedule_rng_seed"],
-        "latency_ns": result["query_latency_ns"], "early_stopping": result["early_stopping"],
+        "qps_scheduled": r.qps_scheduled, "qps_completed": r.qps_completed,
+        "goodput_qps": r.goodput_qps, "queries": r.queries,
+        "overlatency": r.overlatency, "errors": r.errors,
+        "duration_s": r.duration_s, "wall_s": round(wall_s, 3),
+        "schedule_rng_seed": s.schedule_rng_seed,
+        "latency_ns": r.query_latency_ns.as_dict(), "early_stopping": r.early_stopping.as_dict(),
     }
 
 
@@ -270,13 +268,13 @@ def _read_journal(path: Path, header: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfig,
-              budget_s: float | None = None, runner: Runner = launch,
+              budget_s: float | None = None, runner: Launcher = launch,
               log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Search, write DIR/peak.json and DIR/probes.csv, and return the peak document."""
     from loadgen.report import headline, tables
 
     problems = cfg.problems()
-    if settings.scenario is not Scenario.SERVER or settings.closed_loop:
+    if issue_mode(settings) is not IssueMode.OPEN:
         problems.append("find-peak needs scenario Server with open-loop arrivals")
     if problems:
         raise SettingsError(problems)
@@ -325,7 +323,7 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
 
 
 def _probe(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfig, qps: float,
-           probes: Sequence[Mapping[str, Any]], runner: Runner) -> dict[str, Any]:
+           probes: Sequence[Mapping[str, Any]], runner: Launcher) -> dict[str, Any]:
     """Run (or reuse) trial k at `qps`: at least min_queries, schedule seed shifted by k."""
     trial = sum(p["target_qps"] == qps for p in probes)
     probe_settings = vary(settings, {
@@ -335,7 +333,7 @@ def _probe(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfig, 
     run_dir = f"probes/{len(probes):03d}-{qps:g}qps"
     started = time.perf_counter()
     result, reused = run_cached(probe_settings, spec, out_dir / run_dir, runner)
-    wall = float(result["duration_s"]) if reused else time.perf_counter() - started
+    wall = result.stats.duration_s if reused else time.perf_counter() - started
     probe = probe_record(result, len(probes), trial, run_dir, wall)
-    probe["sut_description"] = result["sut"]
+    probe["sut_description"] = result.sut
     return probe

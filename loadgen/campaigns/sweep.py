@@ -25,9 +25,7 @@ reuses every launch whose launch.json matches.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import json
 import math
 import re
 import statistics
@@ -37,50 +35,39 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadgen.campaigns.launch import Launcher, launch, plain, run_cached, seeded, vary
 from loadgen.errors import ResultError, SettingsError, SutSpecError
-from loadgen.plan.settings import (
-    DEV_PRESET,
-    SCENARIO_DEFAULTS,
-    TestSettings,
-    parse_overrides,
-    settings_from_mapping,
-)
+from loadgen.plan.settings import TestSettings, parse_overrides
+from loadgen.report.result import RunResult
 
 __all__ = [
     "METRICS",
     "NOISY_CV",
-    "SEED_MOD",
     "Axis",
-    "Runner",
     "aggregate",
-    "launch",
     "metric_values",
     "parse_axis",
-    "run_cached",
     "run_sweep",
     "set_sut_option",
     "spread",
-    "vary",
 ]
 
 NOISY_CV = 0.05
-SEED_MOD = 2**64
 SUT_PREFIX = "sut."
 BATCHER_PREFIX = "batcher."
 
-Runner = Callable[[TestSettings, str, Path], dict[str, Any]]
 Retuner = Callable[[str, Mapping[str, Any] | None], dict[str, Any]]
 """(spec, knobs to set or None) -> the remote batcher knobs in force."""
 
-METRICS: dict[str, Callable[[Mapping[str, Any]], float]] = {
-    "qps_scheduled": lambda r: float(r["qps_scheduled"]),
-    "qps_completed": lambda r: float(r["qps_completed"]),
-    "goodput_qps": lambda r: float(r["goodput_qps"]),
-    "samples_per_s": lambda r: float(r["samples_per_s"]),
-    "latency_p50_ns": lambda r: float(r["query_latency_ns"]["p50"]),
-    "latency_p90_ns": lambda r: float(r["query_latency_ns"]["p90"]),
-    "latency_p99_ns": lambda r: float(r["query_latency_ns"]["p99"]),
-    "headline": lambda r: float(r["headline"]["value"]),
+METRICS: dict[str, Callable[[RunResult], float]] = {
+    "qps_scheduled": lambda r: r.stats.qps_scheduled,
+    "qps_completed": lambda r: r.stats.qps_completed,
+    "goodput_qps": lambda r: r.stats.goodput_qps,
+    "samples_per_s": lambda r: r.stats.samples_per_s,
+    "latency_p50_ns": lambda r: float(r.stats.query_latency_ns.p50),
+    "latency_p90_ns": lambda r: float(r.stats.query_latency_ns.p90),
+    "latency_p99_ns": lambda r: float(r.stats.query_latency_ns.p99),
+    "headline": lambda r: r.headline.value,
 }
 
 _RANGE = re.compile(r"^\s*(-?[0-9.eE+-]+)\s*:\s*(-?[0-9.eE+-]+)\s*:\s*([0-9.eE+-]+)\s*$")
@@ -171,53 +158,7 @@ def set_sut_option(spec: str, key: str, value: str) -> str:
     return f"{kind}:{','.join(parts)}"
 
 
-def vary(settings: TestSettings, changes: Mapping[str, Any]) -> TestSettings:
-    """The settings with `changes` applied, coerced and validated like a TOML file.
-
-    Passes on every field that differs from its class default or that a scenario or
-    preset default would otherwise overwrite; the rest keep their defaults anyway.
-    """
-    layered = set(DEV_PRESET).union(*SCENARIO_DEFAULTS.values(), ("scenario", "preset"))
-    values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
-              if f.name in layered or getattr(settings, f.name) != f.default}
-    return settings_from_mapping(values | dict(changes))
-
-
-def _plain(value: Any) -> Any:
-    return json.loads(json.dumps(value))
-
-
-def launch(settings: TestSettings, spec: str, run_dir: Path) -> dict[str, Any]:
-    """One launch: a fresh SUT from `spec`, one `run_test`, written to `run_dir`."""
-    from loadgen.adapters.registry import make_sut
-    from loadgen.api import run_test
-
-    return run_test(settings, make_sut(spec), run_dir)
-
-
-def run_cached(settings: TestSettings, spec: str, run_dir: Path, runner: Runner = launch,
-               knobs: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
-    """Reuse the result in `run_dir` when its launch.json matches, else run; -> (result, reused).
-
-    `knobs` are the remote batcher knobs the launch runs under, stamped with it.
-    """
-    stamp = {"sut": spec, "settings": _plain(settings.as_dict())}
-    if knobs:
-        stamp["batcher"] = _plain(dict(knobs))
-    stamp_path, result_path = run_dir / "launch.json", run_dir / "result.json"
-    if stamp_path.is_file() and result_path.is_file():
-        try:
-            if json.loads(stamp_path.read_text()) == stamp:
-                return json.loads(result_path.read_text()), True
-        except (OSError, json.JSONDecodeError):
-            pass
-    result = runner(settings, spec, run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")
-    return result, False
-
-
-def metric_values(result: Mapping[str, Any]) -> dict[str, float]:
+def metric_values(result: RunResult) -> dict[str, float]:
     """The figures a sweep aggregates, read from one result."""
     return {name: get(result) for name, get in METRICS.items()}
 
@@ -233,23 +174,14 @@ def spread(values: Sequence[float]) -> dict[str, float | int | None]:
             "cv": cv, "n": n}
 
 
-def aggregate(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def aggregate(results: Sequence[RunResult]) -> dict[str, Any]:
     """Median and spread of every metric over launches, plus the noisy flag."""
     per_launch = [metric_values(r) for r in results]
     stats = {name: spread([v[name] for v in per_launch]) for name in METRICS}
     noisy = [name for name, s in stats.items() if s["cv"] is not None and s["cv"] > NOISY_CV]
     return {"stats": stats, "noisy": bool(noisy), "noisy_metrics": noisy,
-            "valid_launches": sum(bool(r["valid"]) for r in results),
-            "duration_s": statistics.median(float(r["duration_s"]) for r in results)}
-
-
-def _seeded(settings: TestSettings, k: int) -> TestSettings:
-    if k == 0:
-        return settings
-    return dataclasses.replace(
-        settings,
-        schedule_rng_seed=(settings.schedule_rng_seed + k) % SEED_MOD,
-        sample_index_rng_seed=(settings.sample_index_rng_seed + k) % SEED_MOD)
+            "valid_launches": sum(r.valid for r in results),
+            "duration_s": statistics.median(r.stats.duration_s for r in results)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +192,7 @@ class _Point:
     knobs: dict[str, int]  # remote batcher knobs; empty without batcher axes
 
 
-def _run_point(index: int, p: _Point, launches: int, out_dir: Path, runner: Runner,
+def _run_point(index: int, p: _Point, launches: int, out_dir: Path, runner: Launcher,
                log: Callable[[str], None] | None, retune: Retuner) -> dict[str, Any]:
     """Run one grid point's launches (retuning the server first); its sweep entry."""
     in_force = retune(p.spec, p.knobs) if p.knobs else {}
@@ -268,16 +200,16 @@ def _run_point(index: int, p: _Point, launches: int, out_dir: Path, runner: Runn
     results, dirs = [], []
     for k in range(launches):
         run_dir = point_dir / f"launch-{k}"
-        result, reused = run_cached(_seeded(p.settings, k), p.spec, out_dir / run_dir, runner,
+        result, reused = run_cached(seeded(p.settings, k), p.spec, out_dir / run_dir, runner,
                                     p.knobs)
         results.append(result)
         dirs.append(str(run_dir))
         if log:
             log(f"point {index} {p.values} launch {k}: {'reused' if reused else 'ran'}, "
-                f"{'VALID' if result['valid'] else 'INVALID'}")
+                f"{'VALID' if result.valid else 'INVALID'}")
     entry = {"index": index, "values": p.values, "sut": p.spec, "dir": str(point_dir),
-             "launch_dirs": dirs, "settings": _plain(p.settings.as_dict()),
-             "sut_description": results[0]["sut"], **aggregate(results)}
+             "launch_dirs": dirs, "settings": plain(p.settings.as_dict()),
+             "sut_description": results[0].sut, **aggregate(results)}
     if in_force:
         entry["batcher"] = in_force
     return entry
@@ -337,7 +269,7 @@ def _remote_knobs(spec: str, axes: Sequence[Axis], retune: Retuner) -> dict[str,
 
 
 def run_sweep(settings: TestSettings, spec: str, axes: Sequence[Axis], launches: int,
-              out_dir: Path, runner: Runner = launch,
+              out_dir: Path, runner: Launcher = launch,
               log: Callable[[str], None] | None = None,
               retune: Retuner = _remote_batcher) -> dict[str, Any]:
     """Run every grid point `launches` times; write and return the sweep document.

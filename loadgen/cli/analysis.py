@@ -39,9 +39,9 @@ def _log(args: argparse.Namespace) -> Callable[[str], None] | None:
 
 
 def _find_peak(args: argparse.Namespace) -> int:
-    from loadgen.report.html import build_report
     from loadgen.campaigns.search import SearchConfig, find_peak
     from loadgen.plan.settings import load_settings
+    from loadgen.report.html import build_report
 
     settings = load_settings(args.file, args.overrides)
     cfg = SearchConfig(start_qps=args.start_qps or settings.target_qps, min_qps=args.min_qps,
@@ -55,9 +55,9 @@ def _find_peak(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from loadgen.report.html import build_report
-    from loadgen.plan.settings import load_settings
     from loadgen.campaigns.sweep import parse_axis, run_sweep
+    from loadgen.plan.settings import load_settings
+    from loadgen.report.html import build_report
 
     settings = load_settings(args.file, args.overrides)
     axes = [parse_axis(g) for g in args.grid]

@@ -11,13 +11,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loadgen.cli.analysis import add_parsers as _add_analysis
 from loadgen.cli.calibrate import add_parser as _add_calibrate
 from loadgen.cli.exits import EXIT_ERROR, EXIT_INVALID, EXIT_USAGE, EXIT_VALID
-from loadgen.errors import LoadgenError, SettingsError, SutSpecError
 from loadgen.cli.serve import add_parser as _add_serve
+from loadgen.errors import LoadgenError, SettingsError, SutSpecError
 
 if TYPE_CHECKING:
     from loadgen.plan.settings import TestSettings
@@ -56,35 +56,27 @@ def _settings(args: argparse.Namespace) -> TestSettings:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from loadgen.adapters.registry import make_sut
     from loadgen.api import print_progress, run_test
     from loadgen.campaigns.calibrate import headroom_warning
+    from loadgen.engine.processes import workers_warning
     from loadgen.live.prometheus import monitors_for
-    from loadgen.engine.processes import run_workers, workers_warning
+    from loadgen.plan.plan import RunPlan
+    from loadgen.report.summary import render_summary
 
-    settings = _settings(args)
-    warnings = [w for w in (headroom_warning(settings, args.sut),
-                            workers_warning(settings, args.sut)) if w]
+    plan = RunPlan.of(_settings(args))
+    warnings = [w for w in (headroom_warning(plan, args.sut),
+                            workers_warning(plan.settings, args.sut)) if w]
     for warning in warnings:
         print(f"loadgen: warning: {warning}", file=sys.stderr)
     progress = None if args.quiet else print_progress
-    if settings.workers > 1:
-        if args.prometheus_port or args.pushgateway:
-            raise SettingsError(["workers: live metrics read one process; use --workers 1"])
-        return _finish(args, run_workers(settings, args.sut, args.out, progress, warnings))
-    sut = make_sut(args.sut)
+    if plan.settings.workers > 1 and (args.prometheus_port or args.pushgateway):
+        raise SettingsError(["workers: live metrics read one process; use --workers 1"])
     with monitors_for(args.prometheus_port, args.pushgateway) as monitors:
-        result = run_test(settings, sut, args.out, progress, monitors, warnings)
-    return _finish(args, result)
-
-
-def _finish(args: argparse.Namespace, result: dict[str, Any]) -> int:
-    from loadgen.report.summary import render_summary
-
+        result = run_test(plan, args.sut, args.out, progress, monitors, warnings)
     if not args.quiet:
         print(render_summary(result), end="")
         print(f"wrote {args.out / 'result.json'} and {args.out / 'summary.txt'}")
-    return EXIT_VALID if result["valid"] else EXIT_INVALID
+    return EXIT_VALID if result.valid else EXIT_INVALID
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,13 +1,14 @@
-"""Several load processes on one host, merged into one result.
+"""Several load processes on one host, merged into one outcome.
 
 Each process (spawned, so nothing is shared by accident) builds its own SUT
-adapter from the spec string and its own event loop, walks the same global
-plan and issues its round-robin share (`schedule.partition`), so together they
-issue exactly the single-process schedule. All start at one `perf_counter_ns`
+adapter from the spec string and its own event loop, and runs the same
+session as a single-process run (`engine.session`) on its round-robin share
+of the global plan (`schedule.partition`), so together they issue exactly the
+single-process schedule. All start at one `perf_counter_ns`
 time (CLOCK_MONOTONIC, the same in every process on the host), after every SUT
 has started. Each sends back its tally (HDR histograms as V2 text, counters,
-windows); the parent merges them exactly and judges the merged run like any
-other, adding `workers` with each process's figures.
+windows, times); the parent merges them exactly, and the merged run is judged
+like any other, with `workers` holding each process's figures.
 
 Query ids are global (process i issues i, i + N, ...); each process's query
 log (bin and csv) goes to RUN_DIR/workers/<i>/, and the parent appends them
@@ -18,33 +19,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import multiprocessing
 import os
 import signal
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from loadgen.record.collect import Collector
+from loadgen.engine.runner import Progress
+from loadgen.engine.session import SessionOutcome, Share, run_loop, run_session
 from loadgen.errors import SutError
-from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, RECORD, QueryLog
-from loadgen.record.histograms import summary_ns
-from loadgen.engine.runner import Progress, Runner, RunTimes
-from loadgen.plan.schedule import describe_schedule, partition, plan_queries
+from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import TestSettings
-from loadgen.judge.stats import summarize
+from loadgen.record.histograms import summary_ns
+from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, RECORD
 from loadgen.record.tally import Tally, merge_tallies
-from loadgen.judge.verdict import evaluate
-from loadgen.record.windows import windows_for
 
-__all__ = ["READY_TIMEOUT_S", "START_MARGIN_NS", "WORKERS_DIR", "run_workers", "workers_warning"]
+__all__ = ["READY_TIMEOUT_S", "START_MARGIN_NS", "WORKERS_DIR", "run_processes",
+           "workers_warning"]
 
 READY_TIMEOUT_S = 300.0  # a builtin SUT loads (and maybe trains) its model first
 START_MARGIN_NS = 100_000_000  # from the start signal to the shared start time
@@ -66,53 +64,28 @@ def workers_warning(settings: TestSettings, spec: str) -> str | None:
     return "; ".join(said) or None
 
 
-def _collector(settings: TestSettings) -> Collector:
-    slo_ns = int(settings.target_latency_ms * 1e6) or 2**62
-    return Collector(slo_ns, int(settings.query_timeout_ms * 1e6),
-                     windows=windows_for(settings, slo_ns))
-
-
-async def _work(settings: TestSettings, spec: str, index: int, conn: Connection,
+async def _work(plan: RunPlan, spec: str, index: int, conn: Connection,
                 log_dir: Path | None) -> None:
     from loadgen.adapters.registry import make_sut
 
-    count = settings.workers
-    sut = make_sut(spec)
-    collector = _collector(settings)
-    offsets, samples = partition(plan_queries(settings), index, count)
-    runner = Runner(settings, sut, collector, offsets, samples,
-                    lambda p: conn.send(("progress", p)), first_id=index, id_step=count)
-    collector.on_finish = runner.query_finished
-    await sut.start(collector, runner)
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, runner.interrupt)
-    runner.plan_ahead()  # before "ready", so planning does not eat the start margin
-    gc.collect()
-    gc.freeze()  # as in run_async; done before "ready" so the start is not late
-    if log_dir is not None:
-        collector.log = QueryLog(log_dir)
-    conn.send(("ready", sut.describe()))
-    start_ns = await loop.run_in_executor(None, conn.recv)
-    cpu_s = time.process_time()
-    try:
-        times = await runner.run(start_at_ns=start_ns)
-        cpu_s = time.process_time() - cpu_s
-    finally:
-        gc.unfreeze()
-        if collector.log is not None:
-            collector.log.close()
-        await sut.stop()
-    conn.send(("done", collector.tally().encode(), times, cpu_s))
+
+    async def gate(described: dict[str, Any]) -> int:
+        conn.send(("ready", described))
+        start_ns: int = await loop.run_in_executor(None, conn.recv)
+        return start_ns
+
+    outcome = await run_session(plan, make_sut(spec), share=Share(index, plan.settings.workers),
+                                progress=lambda p: conn.send(("progress", p)),
+                                log_dir=log_dir, gate=gate)
+    conn.send(("done", outcome.tally.encode(), outcome.cpu_s))
 
 
-def _worker(settings: TestSettings, spec: str, index: int, conn: Connection,
+def _worker(plan: RunPlan, spec: str, index: int, conn: Connection,
             log_dir: Path | None) -> None:
     """The entry point of one load process."""
-    from loadgen.api import run_loop
-
     try:
-        run_loop(_work(settings, spec, index, conn, log_dir))
+        run_loop(_work(plan, spec, index, conn, log_dir))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
         with contextlib.suppress(OSError):  # the parent may have gone
             conn.send(("error", "".join(traceback.format_exception_only(exc)).strip()))
@@ -123,14 +96,14 @@ def _worker(settings: TestSettings, spec: str, index: int, conn: Connection,
 class _Pool:
     """The parent's side: start, release together, gather; any failure ends them all."""
 
-    def __init__(self, settings: TestSettings, spec: str, out_dir: Path | None) -> None:
+    def __init__(self, plan: RunPlan, spec: str, out_dir: Path | None) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.conns: list[Connection] = []
         self.procs: list[Any] = []
-        for i in range(settings.workers):
+        for i in range(plan.settings.workers):
             mine, theirs = ctx.Pipe()
             log_dir = None if out_dir is None else out_dir / WORKERS_DIR / str(i)
-            proc = ctx.Process(target=_worker, args=(settings, spec, i, theirs, log_dir),
+            proc = ctx.Process(target=_worker, args=(plan, spec, i, theirs, log_dir),
                                name=f"loadgen-worker-{i}", daemon=True)
             proc.start()
             theirs.close()
@@ -218,15 +191,10 @@ def _merge_logs(out_dir: Path, count: int) -> None:
     (out_dir / KINDS_FILE).write_text(json.dumps(kinds))
 
 
-def _merged_times(times: Sequence[RunTimes]) -> RunTimes:
-    return RunTimes(times[0].start_ns, times[0].measure_start_ns,
-                    max(t.issue_end_ns for t in times), max(t.end_ns for t in times),
-                    any(t.interrupted for t in times), sum(t.unfinished for t in times))
-
-
-def _per_worker(i: int, t: Tally, times: RunTimes, cpu_s: float) -> dict[str, Any]:
+def _per_worker(i: int, t: Tally, cpu_s: float) -> dict[str, Any]:
     """One process's figures; a `cpu_share` well below 1 at high rates means it did not
     get a core to itself (the host is busy, or has fewer cores than load processes)."""
+    times = t.times
     lag, latency = summary_ns(t.histograms["issue_lag_ns"]), summary_ns(t.histograms["latency_ns"])
     span_s = max((times.issue_end_ns - times.measure_start_ns) / 1e9, 1e-9)
     wall_s = max((times.end_ns - times.start_ns) / 1e9, 1e-9)
@@ -237,15 +205,13 @@ def _per_worker(i: int, t: Tally, times: RunTimes, cpu_s: float) -> dict[str, An
             "latency_ns": {"p50": latency["p50"], "p99": latency["p99"]}}
 
 
-def run_workers(settings: TestSettings, spec: str, out_dir: Path | None = None,
-                progress: Callable[[Progress], None] | None = None,
-                warnings: Sequence[str] = ()) -> dict[str, Any]:
-    """Run one test from `settings.workers` processes; returns (and writes) one result."""
-    from loadgen.api import save_run
-    from loadgen.report.environment import environment
-    from loadgen.report.result import build_result
-
-    pool = _Pool(settings, spec, out_dir)
+def run_processes(plan: RunPlan, spec: str, out_dir: Path | None = None,
+                  progress: Callable[[Progress], None] | None = None,
+                  ) -> tuple[SessionOutcome, dict[str, Any]]:
+    """Run one plan from `settings.workers` processes: the merged outcome and `workers`
+    (each process's figures, for the result). With `out_dir`, the query logs are merged."""
+    count = plan.settings.workers
+    pool = _Pool(plan, spec, out_dir)
     try:
         previous = signal.signal(signal.SIGINT, lambda *_: pool.interrupt())
     except ValueError:  # not the main thread: Ctrl-C is someone else's business
@@ -259,16 +225,10 @@ def run_workers(settings: TestSettings, spec: str, out_dir: Path | None = None,
             signal.signal(signal.SIGINT, previous)
         pool.close()
     tallies = [Tally.decode(body[0]) for body in done]
-    times = [body[1] for body in done]
-    merged, merged_times = merge_tallies(tallies), _merged_times(times)
-    stats = summarize(settings, merged, merged_times)
-    verdict = evaluate(settings, stats, (), tuple(warnings))
-    workers = {"count": settings.workers, "split": "round-robin of the global schedule",
-               "per_worker": [_per_worker(i, t, rt, body[2]) for i, (t, rt, body)
-                              in enumerate(zip(tallies, times, done, strict=True))]}
-    result = build_result(settings, stats, verdict, described[0][0], environment(),
-                          {"schedule": describe_schedule(settings), "workers": workers})
+    cpu = [float(body[1]) for body in done]
     if out_dir is not None:
-        _merge_logs(out_dir, settings.workers)
-        save_run(settings, result, out_dir)
-    return result
+        _merge_logs(out_dir, count)
+    workers = {"count": count, "split": "round-robin of the global schedule",
+               "per_worker": [_per_worker(i, t, c) for i, (t, c)
+                              in enumerate(zip(tallies, cpu, strict=True))]}
+    return SessionOutcome(merge_tallies(tallies), described[0][0], None, sum(cpu)), workers

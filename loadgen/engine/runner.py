@@ -27,10 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.adapters.base import SystemUnderTest
+from loadgen.plan.plan import RunPlan
+from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
-from loadgen.plan.settings import Scenario, TestSettings
+from loadgen.record.tally import RunTimes
 
-__all__ = ["PLAN_AHEAD_VALUES", "PROGRESS_EVERY_NS", "Progress", "RunTimes", "Runner"]
+__all__ = ["PLAN_AHEAD_VALUES", "PROGRESS_EVERY_NS", "Progress", "Runner"]
 
 SPIN_WINDOW_NS = 2_000_000
 BUSY_WAIT_NS = 10_000
@@ -41,18 +43,6 @@ PLAN_AHEAD_VALUES = 1 << 22  # int64s planned ahead (32 MB): all of a 2M-query S
 YIELD_EVERY = 64
 PROGRESS_EVERY_NS = 2_000_000_000
 _FAR_NS = 50_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class RunTimes:
-    """When the run started, began measuring, stopped issuing and ended (perf_counter ns)."""
-
-    start_ns: int
-    measure_start_ns: int
-    issue_end_ns: int
-    end_ns: int
-    interrupted: bool
-    unfinished: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +61,7 @@ class Runner:
 
     def __init__(
         self,
-        settings: TestSettings,
+        plan: RunPlan,
         sut: SystemUnderTest,
         collector: Collector,
         offsets: Iterator[np.ndarray] | None,
@@ -80,7 +70,7 @@ class Runner:
         first_id: int = 0,
         id_step: int = 1,
     ) -> None:
-        self.settings = settings
+        self.plan = plan
         self.sut = sut
         self._release_gil = bool(getattr(sut, "shares_gil", False))
         self.collector = collector
@@ -99,7 +89,7 @@ class Runner:
         self._t0 = 0  # open loop: the clock origin of the plan's offsets
         self._ahead: collections.deque[tuple[np.ndarray, np.ndarray]] = collections.deque()
         self._ahead_queries = 0
-        self._ahead_limit = PLAN_AHEAD_VALUES // (1 + settings.samples_per_query)
+        self._ahead_limit = PLAN_AHEAD_VALUES // (1 + plan.samples_per_query)
 
     # -- services for the SUT and the collector ---------------------------------------------
 
@@ -127,7 +117,7 @@ class Runner:
         With `start_at_ns` (a `perf_counter_ns` time, shared by several load
         processes on one host) the schedule starts then, not now.
         """
-        s = self.settings
+        plan = self.plan
         clock = time.perf_counter_ns
         self.plan_ahead()
         if start_at_ns is not None:
@@ -135,16 +125,15 @@ class Runner:
             await self._pump(start_at_ns, _never)
         self._start_ns = t0 = clock() if start_at_ns is None else start_at_ns
         self._next_progress_ns = t0 + PROGRESS_EVERY_NS
-        warmup_ns = 0 if s.mode == "accuracy" else int(s.warmup_s * 1e9)
-        measure_start = t0 + warmup_ns
+        measure_start = t0 + plan.warmup_ns
         self.collector.started(t0, measure_start)
-        self._closed = s.mode == "accuracy" or s.scenario is Scenario.OFFLINE or s.closed_loop
+        self._closed = not plan.open_loop
         if self._closed:
             await self._issue_closed(t0, measure_start)
         else:
             await self._issue_open(t0, measure_start)
         issue_end = clock()
-        drain_until = issue_end + int(s.drain_timeout_s * 1e9)
+        drain_until = issue_end + plan.drain_timeout_ns
         await self._pump(drain_until, lambda: self.collector.in_flight == 0, stoppable=False)
         end = clock()
         unfinished = self.collector.abandon(end) if self.collector.in_flight else 0
@@ -180,21 +169,14 @@ class Runner:
                 in_a_row += 1
 
     async def _issue_closed(self, t0: int, measure_start: int) -> None:
-        s = self.settings
-        bounded = s.mode == "performance" and s.scenario is not Scenario.OFFLINE
-        if s.mode == "accuracy":
-            plan: Iterator[np.ndarray] = self._samples_rows()
-            concurrency = s.concurrency
-        elif s.scenario is Scenario.OFFLINE:
-            plan = iter([next(self._samples)[0]])
-            concurrency = 1
-        else:
-            plan = self._samples_rows()
-            concurrency = s.concurrency if s.scenario is Scenario.SERVER else 1
-        min_end = measure_start + int(s.min_duration_s * 1e9)
-        max_end = measure_start + int(s.max_duration_s * 1e9) if s.max_duration_s else None
+        p = self.plan
+        bounded = p.issue_mode is IssueMode.CLOSED
+        rows: Iterator[np.ndarray] = (iter([next(self._samples)[0]])
+                                      if p.issue_mode is IssueMode.OFFLINE else self._samples_rows())
+        min_end = measure_start + p.min_duration_ns
+        max_end = measure_start + p.max_duration_ns if p.max_duration_ns else None
         measured = 0
-        self._ready.extend([t0] * concurrency)
+        self._ready.extend([t0] * p.concurrency)
         while True:
             while self._ready:
                 scheduled = self._ready.popleft()
@@ -202,7 +184,7 @@ class Runner:
                 if bounded and is_measured and self._closed_loop_done(scheduled, measured,
                                                                       min_end, max_end):
                     return
-                row = next(plan, None)
+                row = next(rows, None)
                 if row is None or self._stop:
                     return
                 self._issue(scheduled, row, is_measured)
@@ -247,12 +229,12 @@ class Runner:
     def _closed_loop_done(self, scheduled: int, measured: int, min_end: int,
                           max_end: int | None) -> bool:
         """Both minimums met (judged at the would-be query's scheduled time), or a maximum."""
-        s = self.settings
-        if measured >= s.min_query_count and scheduled >= min_end:
+        p = self.plan
+        if measured >= p.min_query_count and scheduled >= min_end:
             return True
         if max_end is not None and scheduled >= max_end:
             return True
-        return bool(s.max_query_count) and measured >= s.max_query_count
+        return bool(p.max_query_count) and measured >= p.max_query_count
 
     def _issue(self, scheduled: int, samples: np.ndarray, measured: bool) -> None:
         query_id = next(self._ids)

@@ -1,25 +1,116 @@
 """A finished run's figures, scenario-neutral: summaries, counts, rates, early stopping.
 
-Pure: (settings, tally, times) -> RunStats. No clock, no formatting. The tally
-is one collector's, or several load processes' merged.
+Pure: (plan, tally) -> RunStats. No clock, no formatting. The tally is one
+collector's, or several load processes' merged. Every figure here is a typed
+record; `as_dict` gives the result.json form and `from_dict` reads it back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.judge import early_stopping
-from loadgen.plan.arrivals import steps_for
+from loadgen.plan.plan import RunPlan
+from loadgen.plan.settings import IssueMode, Scenario
 from loadgen.record.histograms import encode, percentile_ns, summary_ns
-from loadgen.engine.runner import RunTimes
-from loadgen.plan.settings import Scenario, TestSettings
-from loadgen.record.tally import Tally
+from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.windows import steps_report, timeline_report
 
-__all__ = ["RunStats", "summarize"]
+__all__ = ["ComponentSummary", "EarlyStopping", "LatencySummary", "RunStats", "summarize"]
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """Percentiles, mean, extremes and count of one histogram, in ns (zeros when empty)."""
+
+    p50: int = 0
+    p90: int = 0
+    p95: int = 0
+    p99: int = 0
+    p999: int = 0
+    mean: int = 0
+    min: int = 0
+    max: int = 0
+    count: int = 0
+
+    @classmethod
+    def of(cls, hist: HdrHistogram) -> LatencySummary:
+        """The summary of a histogram."""
+        return cls(**summary_ns(hist))
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> LatencySummary:
+        """Read back `as_dict` (keys it does not know are ignored)."""
+        return cls(**{f.name: int(doc.get(f.name, 0)) for f in dataclasses.fields(cls)})
+
+    def as_dict(self) -> dict[str, int]:
+        """Plain values, keyed as in result.json."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentSummary:
+    """One component's latency summary and its share of the mean end-to-end latency."""
+
+    latency: LatencySummary
+    share: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary's keys plus `share`."""
+        return self.latency.as_dict() | {"share": self.share}
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> ComponentSummary:
+        """Read back `as_dict`."""
+        return cls(LatencySummary.from_dict(doc), float(doc.get("share", 0.0)))
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyStopping:
+    """MLPerf early stopping at `percentile` with 99% confidence.
+
+    With an SLO: how many queries were over it, how many the bound allows and
+    whether the run passes. SingleStream and MultiStream: the estimate of the
+    percentile (the latency at `estimate_rank`), None when too few queries.
+    """
+
+    percentile: float
+    queries: int
+    confidence: float = 0.99
+    target_latency_ns: int | None = None
+    overlatency: int | None = None
+    max_overlatency_allowed: int | None = None
+    min_queries_needed: int | None = None
+    passes: bool | None = None
+    estimate_rank: int | None = None
+    estimate_ns: int | None = None
+    has_estimate: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """result.json's form: the SLO keys only with an SLO, the estimate keys only with one."""
+        out: dict[str, Any] = {"percentile": self.percentile, "confidence": self.confidence,
+                               "queries": self.queries}
+        if self.passes is not None:
+            out |= {"target_latency_ns": self.target_latency_ns, "overlatency": self.overlatency,
+                    "max_overlatency_allowed": self.max_overlatency_allowed,
+                    "min_queries_needed": self.min_queries_needed, "passes": self.passes}
+        if self.has_estimate:
+            out |= {"estimate_rank": self.estimate_rank, "estimate_ns": self.estimate_ns}
+        return out
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> EarlyStopping:
+        """Read back `as_dict`."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"has_estimate"}
+        return cls(**{k: v for k, v in doc.items() if k in names},
+                   has_estimate="estimate_rank" in doc)
+
+
+_SUMMARIES = ("latency_ns", "service_latency_ns", "issue_lag_ns", "query_latency_ns")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,35 +129,89 @@ class RunStats:
     samples_per_s: float
     goodput_qps: float
     overlatency: int
-    latency_ns: dict[str, int]
-    service_latency_ns: dict[str, int]
-    issue_lag_ns: dict[str, int]
-    query_latency_ns: dict[str, int]
-    components_ns: dict[str, dict[str, Any]]
+    latency_ns: LatencySummary  # each sample, from its query's scheduled time
+    service_latency_ns: LatencySummary  # each query, from its actual send
+    issue_lag_ns: LatencySummary  # send minus scheduled
+    query_latency_ns: LatencySummary  # each query (MultiStream: its slowest sample)
+    target_latency_at_ns: int  # query latency at the SLO percentile (0 without queries)
+    components_ns: dict[str, ComponentSummary]
     batch_sizes: dict[int, int]
-    early_stopping: dict[str, Any]
+    early_stopping: EarlyStopping
     interrupted: bool
     out_of_range: int
-    timeline: list[dict[str, Any]] = field(repr=False)
-    steps: list[dict[str, Any]] = field(repr=False)
-    histograms: dict[str, str] = field(repr=False)
+    accuracy: Accuracy | None = None
+    timeline: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    steps: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    histograms: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """result.json's figures (accuracy is written by the result, beside its target)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "accuracy":
+                continue
+            if isinstance(value, LatencySummary | EarlyStopping):
+                value = value.as_dict()
+            elif f.name == "components_ns":
+                value = {k: c.as_dict() for k, c in value.items()}
+            elif f.name == "batch_sizes":
+                value = {str(k): v for k, v in value.items()}
+            elif isinstance(value, dict | list):
+                value = type(value)(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> RunStats:
+        """Read the figures of a result.json (schema 1 or 2)."""
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in doc:
+                continue
+            value = doc[f.name]
+            if f.name in _SUMMARIES:
+                value = LatencySummary.from_dict(value)
+            elif f.name == "early_stopping":
+                value = EarlyStopping.from_dict(value)
+            elif f.name == "components_ns":
+                value = {k: ComponentSummary.from_dict(c) for k, c in value.items()}
+            elif f.name == "batch_sizes":
+                value = {int(k): int(v) for k, v in value.items()}
+            values[f.name] = value
+        accuracy = doc.get("accuracy")
+        if isinstance(accuracy, dict):
+            values["accuracy"] = Accuracy(accuracy.get("value"), int(accuracy.get("samples", 0)))
+        if "target_latency_at_ns" not in values:  # schema 1: from the histogram, if kept
+            values["target_latency_at_ns"] = _at_target(doc)
+        return cls(**values)
 
 
-def summarize(settings: TestSettings, c: Tally, times: RunTimes) -> RunStats:
+def _at_target(doc: dict[str, Any]) -> int:
+    from loadgen.record.histograms import decode
+
+    p = float(doc.get("settings", {}).get("target_latency_percentile", 99.0))
+    blob = doc.get("histograms", {}).get("query_latency_ns")
+    if blob is None:
+        return int(doc["query_latency_ns"].get(f"p{p:g}".replace(".", ""), 0) or 0)
+    return int(percentile_ns(decode(blob), p))
+
+
+def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunStats:
     """Reduce a run's tally to the figures of record."""
-    start = times.start_ns if settings.scenario is Scenario.OFFLINE else times.measure_start_ns
+    times = c.times
+    start = times.start_ns if plan.issue_mode is IssueMode.OFFLINE else times.measure_start_ns
     end = max(c.last_done_ns, start)
     duration_s = (end - start) / 1e9
     scheduled_span_s = max((times.issue_end_ns - times.measure_start_ns) / 1e9, 1e-9)
     hists = c.histograms
     measured_issued = int(hists["issue_lag_ns"].total_count)
-    latency = summary_ns(hists["query_latency_ns"])
-    components: dict[str, dict[str, Any]] = {
-        name: dict(summary_ns(h)) for name, h in sorted(c.components.items())}
-    for summary in components.values():
-        summary["share"] = round(summary["mean"] / latency["mean"], 4) if latency["mean"] else 0.0
+    latency = LatencySummary.of(hists["query_latency_ns"])
+    components = {name: _component(LatencySummary.of(h), latency.mean)
+                  for name, h in sorted(c.components.items())}
     good = c.queries - c.overlatency
     per_s = (lambda n: n / duration_s) if duration_s > 0 else (lambda n: 0.0)
+    p = plan.settings.target_latency_percentile
     return RunStats(
         queries=c.queries,
         samples=c.samples,
@@ -78,50 +223,56 @@ def summarize(settings: TestSettings, c: Tally, times: RunTimes) -> RunStats:
         qps_scheduled=measured_issued / scheduled_span_s,
         qps_completed=per_s(c.queries),
         samples_per_s=per_s(c.samples),
-        goodput_qps=per_s(good) if settings.target_latency_ms else per_s(c.queries),
+        goodput_qps=per_s(good) if plan.slo_ns else per_s(c.queries),
         overlatency=c.overlatency,
-        latency_ns=summary_ns(hists["latency_ns"]),
-        service_latency_ns=summary_ns(hists["service_latency_ns"]),
-        issue_lag_ns=summary_ns(hists["issue_lag_ns"]),
+        latency_ns=LatencySummary.of(hists["latency_ns"]),
+        service_latency_ns=LatencySummary.of(hists["service_latency_ns"]),
+        issue_lag_ns=LatencySummary.of(hists["issue_lag_ns"]),
         query_latency_ns=latency,
+        target_latency_at_ns=percentile_ns(hists["query_latency_ns"], p) if c.queries else 0,
         components_ns=components,
         batch_sizes=dict(sorted(c.batch_sizes.items())),
-        early_stopping=_early_stopping(settings, c, hists["query_latency_ns"]),
+        early_stopping=_early_stopping(plan, c, hists["query_latency_ns"]),
         interrupted=times.interrupted,
         out_of_range=c.out_of_range,
+        accuracy=accuracy,
         timeline=timeline_report(c.windows, (times.measure_start_ns - times.start_ns) / 1e9),
-        steps=_steps(settings, c, times),
+        steps=_steps(plan, c),
         histograms={name: encode(h) for name, h in hists.items() if h.get_total_count()},
     )
 
 
-def _steps(settings: TestSettings, c: Tally, times: RunTimes) -> list[dict[str, Any]]:
+def _component(summary: LatencySummary, end_to_end_mean: int) -> ComponentSummary:
+    share = round(summary.mean / end_to_end_mean, 4) if end_to_end_mean else 0.0
+    return ComponentSummary(summary, share)
+
+
+def _steps(plan: RunPlan, c: Tally) -> list[dict[str, Any]]:
     """Per-step figures of a stepped run (else none)."""
-    if settings.arrival != "steps" or not c.windows.steps:
+    steps = plan.steps
+    if steps is None or not c.windows.steps:
         return []
-    plan = steps_for(settings)
+    times = c.times
     measured = ((times.measure_start_ns - times.start_ns) / 1e9,
                 (times.issue_end_ns - times.start_ns) / 1e9)
-    return steps_report(c.windows, plan.starts_s, measured, plan.mean_qps)
+    return steps_report(c.windows, steps.starts_s, measured, steps.mean_qps)
 
 
-def _early_stopping(settings: TestSettings, c: Tally, query_hist: HdrHistogram) -> dict[str, Any]:
-    p = settings.target_latency_percentile
+def _early_stopping(plan: RunPlan, c: Tally, query_hist: HdrHistogram) -> EarlyStopping:
+    s = plan.settings
+    p = s.target_latency_percentile
     n = c.queries
-    figures: dict[str, Any] = {"percentile": p, "confidence": 0.99, "queries": n}
-    if settings.scenario is Scenario.SERVER or settings.target_latency_ms:
+    figures = EarlyStopping(percentile=p, queries=n)
+    if s.scenario is Scenario.SERVER or plan.slo_ns:
         k = c.overlatency
-        figures |= {
-            "target_latency_ns": int(settings.target_latency_ms * 1e6),
-            "overlatency": k,
-            "max_overlatency_allowed": early_stopping.max_overlatency(n, p),
-            "min_queries_needed": early_stopping.min_queries(p, k),
-            "passes": early_stopping.passes(n, k, p),
-        }
-    if settings.scenario in (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM) and n:
+        figures = dataclasses.replace(
+            figures, target_latency_ns=plan.slo_ns, overlatency=k,
+            max_overlatency_allowed=early_stopping.max_overlatency(n, p),
+            min_queries_needed=early_stopping.min_queries(p, k),
+            passes=early_stopping.passes(n, k, p))
+    if s.scenario in (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM) and n:
         rank = early_stopping.estimate_rank(n, p)
-        figures["estimate_rank"] = rank
-        figures["estimate_ns"] = (
-            None if rank is None else percentile_ns(query_hist, 100.0 * rank / n)
-        )
+        estimate = None if rank is None else percentile_ns(query_hist, 100.0 * rank / n)
+        figures = dataclasses.replace(figures, estimate_rank=rank, estimate_ns=estimate,
+                                      has_estimate=True)
     return figures

@@ -1,20 +1,42 @@
 """VALID or INVALID, with every reason; warnings for the usual pitfalls.
 
-Pure: (settings, stats) -> Verdict. Each rule is one small function returning
-a reason (with what to do about it) or None.
+Pure: (plan, stats) -> Verdict. Each rule is one small function returning a
+`Reason` (a stable code for programs, prose with what to do for people) or
+None. Code reads `Verdict.codes`; nobody parses the prose.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from loadgen.plan.settings import Scenario, TestSettings
 from loadgen.judge.stats import RunStats
+from loadgen.plan.plan import RunPlan
+from loadgen.plan.settings import IssueMode, Scenario
 
-__all__ = ["RULES", "Verdict", "evaluate", "headline"]
+__all__ = ["RULES", "Headline", "Reason", "ReasonCode", "Verdict", "evaluate", "headline"]
 
-Rule = Callable[[TestSettings, RunStats], "str | None"]
+
+class ReasonCode(enum.StrEnum):
+    """Why a run is INVALID; one code per rule, stable across releases."""
+
+    INTERRUPTED = "interrupted"
+    MIN_DURATION = "min_duration"
+    MIN_QUERIES = "min_queries"
+    MIN_SAMPLES = "min_samples"
+    ERRORS = "errors"
+    EARLY_STOPPING = "early_stopping"
+    ISSUE_LAG = "issue_lag"
+    ACCURACY = "accuracy"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One reason a run is INVALID."""
+
+    code: ReasonCode
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,75 +44,114 @@ class Verdict:
     """The judgement of one run."""
 
     valid: bool
-    reasons: tuple[str, ...]
+    reasons: tuple[Reason, ...]
     warnings: tuple[str, ...]
+
+    @property
+    def codes(self) -> tuple[ReasonCode, ...]:
+        """The reasons' codes, in rule order."""
+        return tuple(r.code for r in self.reasons)
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """The scenario's headline metric."""
+
+    name: str
+    value: float
+
+
+Rule = Callable[[RunPlan, RunStats], "Reason | None"]
 
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-def min_duration(s: TestSettings, r: RunStats) -> str | None:
+def not_interrupted(p: RunPlan, r: RunStats) -> Reason | None:
+    if r.interrupted:
+        return Reason(ReasonCode.INTERRUPTED, "the run was interrupted before it finished")
+    return None
+
+
+def min_duration(p: RunPlan, r: RunStats) -> Reason | None:
+    s = p.settings
     if r.duration_s + 1e-9 < s.min_duration_s:
-        return (f"measured duration {r.duration_s:.2f} s is below min_duration_s "
-                f"{s.min_duration_s:g} s: run longer")
+        return Reason(ReasonCode.MIN_DURATION,
+                      f"measured duration {r.duration_s:.2f} s is below min_duration_s "
+                      f"{s.min_duration_s:g} s: run longer")
     return None
 
 
-def min_queries(s: TestSettings, r: RunStats) -> str | None:
-    if s.mode == "accuracy":
+def min_queries(p: RunPlan, r: RunStats) -> Reason | None:
+    if p.issue_mode is IssueMode.ACCURACY:
         return None
-    if s.scenario is Scenario.OFFLINE:
-        if r.samples < s.offline_sample_count:
-            return (f"{r.samples} samples completed, Offline needs {s.offline_sample_count}: "
-                    "lower target_qps or fix the errors")
+    if p.issue_mode is IssueMode.OFFLINE:
+        if r.samples < p.offline_sample_count:
+            return Reason(ReasonCode.MIN_SAMPLES,
+                          f"{r.samples} samples completed, Offline needs "
+                          f"{p.offline_sample_count}: lower target_qps or fix the errors")
         return None
-    if r.queries < s.min_query_count:
-        return f"{r.queries} queries completed, below min_query_count {s.min_query_count}"
+    if r.queries < p.min_query_count:
+        return Reason(ReasonCode.MIN_QUERIES, f"{r.queries} queries completed, below "
+                                              f"min_query_count {p.min_query_count}")
     return None
 
 
-def no_errors(s: TestSettings, r: RunStats) -> str | None:
+def no_errors(p: RunPlan, r: RunStats) -> Reason | None:
     if r.errors or r.unfinished:
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(r.errors_by_kind.items()))
-        return f"{r.errors} queries failed ({kinds}): a valid run has none"
+        return Reason(ReasonCode.ERRORS, f"{r.errors} queries failed ({kinds}): "
+                                         "a valid run has none")
     return None
 
 
-def latency_slo(s: TestSettings, r: RunStats) -> str | None:
+def latency_slo(p: RunPlan, r: RunStats) -> Reason | None:
     es = r.early_stopping
-    if "passes" not in es or s.scenario is not Scenario.SERVER or s.mode == "accuracy":
+    server = p.settings.scenario is Scenario.SERVER
+    if es.passes is None or not server or p.issue_mode is IssueMode.ACCURACY or es.passes:
         return None
-    if not es["passes"]:
-        return (f"{es['overlatency']} of {es['queries']} queries over {_ms(es['target_latency_ns'])}"
-                f": early stopping at p{s.target_latency_percentile:g} with 99% confidence "
-                f"allows {max(es['max_overlatency_allowed'], 0)}; needs at least "
-                f"{es['min_queries_needed']} queries for that count, or a lower target_qps")
+    return Reason(ReasonCode.EARLY_STOPPING,
+                  f"{es.overlatency} of {es.queries} queries over "
+                  f"{_ms(es.target_latency_ns or 0)}: early stopping at "
+                  f"p{es.percentile:g} with 99% confidence allows "
+                  f"{max(es.max_overlatency_allowed or 0, 0)}; needs at least "
+                  f"{es.min_queries_needed} queries for that count, or a lower target_qps")
+
+
+def issue_lag(p: RunPlan, r: RunStats) -> Reason | None:
+    lag = r.issue_lag_ns.p99
+    if p.settings.scenario is Scenario.SERVER and lag > p.max_issue_lag_ns:
+        return Reason(ReasonCode.ISSUE_LAG,
+                      f"p99 issue lag {_ms(lag)} exceeds max_issue_lag_ms "
+                      f"{p.settings.max_issue_lag_ms:g}: the load generator fell behind its "
+                      "schedule, so this measures the harness, not the SUT; lower target_qps "
+                      "or add load processes")
     return None
 
 
-def issue_lag(s: TestSettings, r: RunStats) -> str | None:
-    lag = r.issue_lag_ns["p99"]
-    if s.scenario in (Scenario.SERVER,) and lag > s.max_issue_lag_ms * 1e6:
-        return (f"p99 issue lag {_ms(lag)} exceeds max_issue_lag_ms {s.max_issue_lag_ms:g}: "
-                "the load generator fell behind its schedule, so this measures the harness, "
-                "not the SUT; lower target_qps or add load processes")
+def accuracy(p: RunPlan, r: RunStats) -> Reason | None:
+    if p.issue_mode is not IssueMode.ACCURACY:
+        return None
+    target = p.settings.accuracy_target
+    if r.accuracy is None or r.accuracy.value is None:
+        return Reason(ReasonCode.ACCURACY, "accuracy mode: the SUT cannot score its outputs")
+    if r.accuracy.value < target:
+        return Reason(ReasonCode.ACCURACY, f"accuracy {r.accuracy.value:.4f} is below "
+                                           f"accuracy_target {target:g}")
     return None
-
-
-def not_interrupted(s: TestSettings, r: RunStats) -> str | None:
-    return "the run was interrupted before it finished" if r.interrupted else None
 
 
 RULES: tuple[Rule, ...] = (not_interrupted, min_duration, min_queries, no_errors, latency_slo,
-                           issue_lag)
+                           issue_lag, accuracy)
 
 
-def _warnings(s: TestSettings, r: RunStats) -> list[str]:
+def _warnings(p: RunPlan, r: RunStats) -> list[str]:
+    s = p.settings
     out = []
     if not s.compliant:
         out.append(f"preset {s.preset!r}: settings below MLPerf minimums, not a compliant result")
-    if s.warmup_s == 0 and s.scenario is not Scenario.OFFLINE and s.mode == "performance":
+    if s.warmup_s == 0 and p.issue_mode in (IssueMode.OPEN, IssueMode.CLOSED):
         out.append("no warm-up (warmup_s = 0): cold-start effects are inside the measurement")
     tail = r.queries * (1 - s.target_latency_percentile / 100)
     if s.scenario is not Scenario.OFFLINE and r.queries and tail < 100:
@@ -98,8 +159,8 @@ def _warnings(s: TestSettings, r: RunStats) -> list[str]:
                    "percentile is poorly resolved; run at least "
                    f"{int(100 / (1 - s.target_latency_percentile / 100))} queries")
     lat = r.query_latency_ns
-    if lat["p50"] and lat["mean"] > 2 * lat["p50"]:
-        out.append(f"mean latency {_ms(lat['mean'])} is over twice the median {_ms(lat['p50'])}: "
+    if lat.p50 and lat.mean > 2 * lat.p50:
+        out.append(f"mean latency {_ms(lat.mean)} is over twice the median {_ms(lat.p50)}: "
                    "a heavy tail or stalls; read the percentiles, not the mean")
     if s.scenario is Scenario.SERVER and s.arrival == "closed":
         out.append("closed-loop arrivals labelled as Server: the offered load adapts to the SUT, "
@@ -111,21 +172,21 @@ def _warnings(s: TestSettings, r: RunStats) -> list[str]:
     return out
 
 
-def evaluate(s: TestSettings, r: RunStats, extra_reasons: tuple[str, ...] = (),
-             extra_warnings: tuple[str, ...] = ()) -> Verdict:
+def evaluate(p: RunPlan, r: RunStats, extra_warnings: tuple[str, ...] = ()) -> Verdict:
     """Apply every rule; any reason makes the run INVALID."""
-    reasons = tuple(reason for rule in RULES if (reason := rule(s, r)) is not None)
-    reasons += extra_reasons
-    return Verdict(not reasons, reasons, extra_warnings + tuple(_warnings(s, r)))
+    reasons = tuple(reason for rule in RULES if (reason := rule(p, r)) is not None)
+    return Verdict(not reasons, reasons, extra_warnings + tuple(_warnings(p, r)))
 
 
-def headline(s: TestSettings, r: RunStats) -> tuple[str, float]:
-    """The scenario's headline metric: (name, value)."""
-    if s.scenario is Scenario.SERVER:
-        return "scheduled_qps", r.qps_scheduled
-    if s.scenario is Scenario.OFFLINE:
-        return "samples_per_s", r.samples_per_s
-    estimate = r.early_stopping.get("estimate_ns")
-    key = "p90" if s.scenario is Scenario.SINGLE_STREAM else "p99"
-    name = f"{key}_latency_ns" if estimate is None else f"early_stopping_{key}_latency_ns"
-    return name, float(r.query_latency_ns[key] if estimate is None else estimate)
+def headline(p: RunPlan, r: RunStats) -> Headline:
+    """The scenario's headline metric."""
+    scenario = p.settings.scenario
+    if scenario is Scenario.SERVER:
+        return Headline("scheduled_qps", r.qps_scheduled)
+    if scenario is Scenario.OFFLINE:
+        return Headline("samples_per_s", r.samples_per_s)
+    estimate = r.early_stopping.estimate_ns
+    key = "p90" if scenario is Scenario.SINGLE_STREAM else "p99"
+    if estimate is None:
+        return Headline(f"{key}_latency_ns", float(getattr(r.query_latency_ns, key)))
+    return Headline(f"early_stopping_{key}_latency_ns", float(estimate))

@@ -54,10 +54,12 @@ from prometheus_client.core import (
 )
 
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.record.collect import Collector
 from loadgen.errors import LoadgenError, SettingsError
+from loadgen.plan.plan import RunPlan
+from loadgen.plan.settings import IssueMode
+from loadgen.record.collect import Collector
 from loadgen.record.histograms import Recorder, new_histogram
-from loadgen.plan.settings import TestSettings
+from loadgen.report.result import RunResult
 
 __all__ = [
     "BUCKETS_S",
@@ -212,27 +214,28 @@ class PrometheusExporter:
 
     # -- Monitor --------------------------------------------------------------------------
 
-    def start(self, settings: TestSettings, sut: SystemUnderTest, collector: Collector) -> None:
+    def start(self, plan: RunPlan, sut: SystemUnderTest, collector: Collector) -> None:
         """Watch a new run; called on the run's event loop thread."""
+        settings = plan.settings
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:  # fed by hand, single-threaded
             self._loop = None
         self.run_id = self._fixed_run_id or time.strftime("%Y%m%dT%H%M%S-") + secrets.token_hex(3)
         self._labels = [str(settings.scenario), sut.name, self.run_id]
-        self._target_qps = None if settings.closed_loop else settings.target_qps
+        self._target_qps = None if plan.issue_mode is IssueMode.CLOSED else settings.target_qps
         self._slo_s = settings.target_latency_ms / 1e3
         self._start_s = time.perf_counter()
         self._last = self._final = None
         self._collector = collector
 
-    def stop(self, result: dict[str, Any] | None) -> None:
+    def stop(self, result: RunResult | None) -> None:
         """Freeze the final figures; push them to the Pushgateway if one was given."""
         if self._collector is None:
             return
         final = self._read()
         if result is not None:
-            final = replace(final, achieved_qps=float(result["qps_completed"]))
+            final = replace(final, achieved_qps=result.stats.qps_completed)
         self._final = final
         if self.pushgateway:
             try:

@@ -21,8 +21,6 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from loadgen.plan.settings import TestSettings
-
 __all__ = [
     "ArrivalProcess",
     "Burst",
@@ -31,8 +29,6 @@ __all__ = [
     "Poisson",
     "Steps",
     "Trace",
-    "arrival_for",
-    "steps_for",
 ]
 
 NS = 1e9
@@ -232,34 +228,3 @@ class Trace:
     def next_offsets(self, rng: np.random.Generator, after_ns: float, count: int,
                      planned: int = 0) -> Floats:
         return self.offsets_ns[planned : planned + count].astype(np.float64)
-
-
-def steps_for(settings: TestSettings) -> Steps:
-    """The step plan of a test definition."""
-    return Steps(tuple(t for t, _ in settings.steps), tuple(q for _, q in settings.steps),
-                 settings.ramp)
-
-
-def arrival_for(settings: TestSettings) -> ArrivalProcess:
-    """The arrival process a test definition asks for (open loop only).
-
-    A trace or saved schedule is read and checked here; a bad file raises
-    SettingsError naming the key.
-    """
-    from loadgen.plan.tracefile import read_schedule, read_trace
-
-    s = settings
-    if s.schedule_file:
-        return read_schedule(s.schedule_file)
-    if s.arrival == "constant":
-        return Constant(s.target_qps)
-    if s.arrival == "gamma":
-        return Gamma(s.target_qps, s.burstiness)
-    if s.arrival == "burst":
-        return Burst(s.target_qps, s.burst_qps_factor, s.burst_start_s, s.burst_duration_s,
-                     s.burst_period_s)
-    if s.arrival == "steps":
-        return steps_for(s)
-    if s.arrival == "trace":
-        return read_trace(s.trace_file, s.time_scale)
-    return Poisson(s.target_qps)

@@ -1,6 +1,7 @@
-"""The open-loop plan: pure functions of (settings, seed) -> issue offsets and samples.
+"""The queries of a run: pure functions of (plan, seeds) -> issue offsets and samples.
 
-The arrival processes live in `arrivals.py`; here they are walked in chunks
+The arrival processes live in `arrivals.py`, the plan that picks one in
+`plan.py`; here they are walked in chunks
 (`open_loop_offsets`), paired with each query's samples (`plan_queries`),
 split round robin between load processes (`partition`), and described or
 saved with the run so that it can be replayed exactly (`describe_schedule`,
@@ -10,27 +11,26 @@ saved with the run so that it can be replayed exactly (`describe_schedule`,
 from __future__ import annotations
 
 import collections
-import dataclasses
 import hashlib
 import json
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
-from loadgen.plan.arrivals import ArrivalProcess, Trace, arrival_for
 from loadgen.errors import SettingsError
-from loadgen.plan.qsl import QuerySampleLibrary, accuracy_queries, sample_chunks
-from loadgen.plan.settings import Scenario, TestSettings, parse_overrides, settings_from_mapping
+from loadgen.plan.arrivals import Trace
+from loadgen.plan.plan import RunPlan, describe_process
+from loadgen.plan.qsl import accuracy_queries, sample_chunks
+from loadgen.plan.settings import IssueMode, TestSettings, parse_overrides, settings_from_mapping
 from loadgen.plan.tracefile import SCHEDULE_FILE
 
 __all__ = [
     "CHUNK",
+    "Plan",
     "describe_schedule",
-    "is_open_loop",
-    "library",
     "open_loop_offsets",
     "partition",
     "plan_queries",
@@ -42,23 +42,24 @@ CHUNK = 1024  # queries planned at a time: small, so building one (~30 us) never
 _NS = 1e9
 
 Plan = tuple[Iterator[np.ndarray] | None, Iterator[Any]]
+"""(offset chunks or None, sample-row chunks): what the engine walks."""
 
 
-def open_loop_offsets(
-    process: ArrivalProcess, settings: TestSettings, chunk: int = CHUNK
-) -> Iterator[np.ndarray]:
+def open_loop_offsets(plan: RunPlan, chunk: int = CHUNK) -> Iterator[np.ndarray]:
     """Chunks of int64 ns offsets covering warm-up plus the measured window.
 
     Issuing stops at the first arrival that satisfies both minimums (measured
     duration and measured query count), or earlier at either maximum. A trace
     (or saved schedule) is replayed whole, up to the maximums.
     """
-    rng = np.random.default_rng(settings.schedule_rng_seed)
+    process = plan.arrival
+    assert process is not None, "only an open-loop plan has a schedule"
+    rng = np.random.default_rng(plan.settings.schedule_rng_seed)
     whole = isinstance(process, Trace)
-    warmup_ns = settings.warmup_s * _NS
-    min_end_ns = np.inf if whole else warmup_ns + settings.min_duration_s * _NS
-    max_end_ns = warmup_ns + settings.max_duration_s * _NS if settings.max_duration_s else np.inf
-    max_count = settings.max_query_count or np.iinfo(np.int64).max
+    warmup_ns = plan.warmup_ns
+    min_end_ns = np.inf if whole else warmup_ns + plan.min_duration_ns
+    max_end_ns = warmup_ns + plan.max_duration_ns if plan.max_duration_ns else np.inf
+    max_count = plan.max_query_count or np.iinfo(np.int64).max
     measured = planned = 0
     after = 0.0
     while True:
@@ -69,7 +70,7 @@ def open_loop_offsets(
         after = float(offsets[-1])
         in_window = offsets >= warmup_ns
         counts = measured + np.cumsum(in_window)
-        enough = (offsets >= min_end_ns) & (counts >= settings.min_query_count)
+        enough = (offsets >= min_end_ns) & (counts >= plan.min_query_count)
         capped = (offsets > max_end_ns) | (counts > max_count)
         stop_at = _first(enough, inclusive=True, other=_first(capped, inclusive=False))
         if stop_at is not None:
@@ -89,30 +90,18 @@ def _first(mask: np.ndarray, inclusive: bool, other: int | None = None) -> int |
     return min(candidates) if candidates else None
 
 
-def is_open_loop(settings: TestSettings) -> bool:
-    """Whether the run issues on a precomputed schedule (else on completions, or at once)."""
-    return not (settings.closed_loop or settings.scenario is Scenario.OFFLINE
-                or settings.mode == "accuracy")
-
-
-def library(settings: TestSettings) -> QuerySampleLibrary:
-    """The query sample library a test definition describes."""
-    return QuerySampleLibrary(settings.total_sample_count, settings.performance_sample_count,
-                              settings.qsl_rng_seed)
-
-
-def plan_queries(settings: TestSettings) -> Plan:
-    """(offset chunks or None for closed loop and Offline, matching sample chunks)."""
-    qsl = library(settings)
-    if settings.mode == "accuracy":
-        return None, iter([accuracy_queries(qsl, settings.samples_per_query)])
-    if settings.scenario is Scenario.OFFLINE:
-        return None, sample_chunks(qsl, settings.offline_sample_count,
-                                   settings.sample_index_rng_seed, 1)
-    samples = sample_chunks(qsl, settings.samples_per_query, settings.sample_index_rng_seed, CHUNK)
-    if not is_open_loop(settings):
+def plan_queries(plan: RunPlan) -> Plan:
+    """(offset chunks, or None when queries do not go out on a schedule; sample chunks)."""
+    s = plan.settings
+    if plan.issue_mode is IssueMode.ACCURACY:
+        return None, iter([accuracy_queries(plan.library, plan.samples_per_query)])
+    if plan.issue_mode is IssueMode.OFFLINE:
+        return None, sample_chunks(plan.library, plan.offline_sample_count,
+                                   s.sample_index_rng_seed, 1)
+    samples = sample_chunks(plan.library, plan.samples_per_query, s.sample_index_rng_seed, CHUNK)
+    if plan.issue_mode is IssueMode.CLOSED:
         return None, samples
-    return open_loop_offsets(arrival_for(settings), settings), samples
+    return open_loop_offsets(plan), samples
 
 
 def partition(plan: Plan, index: int, count: int) -> Plan:
@@ -141,34 +130,25 @@ def partition(plan: Plan, index: int, count: int) -> Plan:
     return mine(), my_rows()
 
 
-def _process_fields(process: ArrivalProcess) -> dict[str, Any]:
-    names = [f.name for f in dataclasses.fields(cast(Any, process))]
-    fields = {name: getattr(process, name) for name in names}
-    fields.pop("offsets_ns", None)
-    if isinstance(process, Trace):
-        fields["queries"] = int(process.offsets_ns.size)
-    return {"kind": type(process).__name__.lower(), **fields}
-
-
-def describe_schedule(settings: TestSettings) -> dict[str, Any]:
+def describe_schedule(plan: RunPlan) -> dict[str, Any]:
     """What regenerates the schedule bit for bit: process, seed and versions."""
-    if not is_open_loop(settings):
-        return {"arrival": "closed" if settings.closed_loop else "none"}
-    return {"arrival": settings.arrival, "process": _process_fields(arrival_for(settings)),
-            "seed": settings.schedule_rng_seed, "loadgen_version": metadata.version("loadgen"),
-            "numpy_version": np.__version__}
+    if plan.arrival is None:
+        return {"arrival": "closed" if plan.issue_mode is IssueMode.CLOSED else "none"}
+    return {"arrival": plan.settings.arrival, "process": describe_process(plan.arrival),
+            "seed": plan.settings.schedule_rng_seed,
+            "loadgen_version": metadata.version("loadgen"), "numpy_version": np.__version__}
 
 
-def save_schedule(settings: TestSettings, out_dir: Path) -> dict[str, Any]:
+def save_schedule(plan: RunPlan, out_dir: Path) -> dict[str, Any]:
     """Write the whole planned schedule to out_dir/schedule.bin (int64 ns, little-endian).
 
-    Regenerated from the settings after the run, so planning costs the run
+    Regenerated from the plan after the run, so planning costs the run
     nothing; returns the file's name, query count and sha256.
     """
     digest = hashlib.sha256()
     queries = 0
     with open(out_dir / SCHEDULE_FILE, "wb") as out:
-        for chunk in open_loop_offsets(arrival_for(settings), settings):
+        for chunk in open_loop_offsets(plan):
             data = chunk.astype("<i8").tobytes()
             digest.update(data)
             out.write(data)

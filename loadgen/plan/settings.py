@@ -20,13 +20,17 @@ from loadgen.errors import SettingsError
 
 __all__ = [
     "ARRIVALS",
+    "DEV_PRESET",
     "PRESETS",
+    "SCENARIO_DEFAULTS",
+    "IssueMode",
     "Scenario",
     "TestSettings",
-    "field_docs",
+    "issue_mode",
     "load_settings",
     "parse_overrides",
     "settings_from_mapping",
+    "settings_from_record",
 ]
 
 ARRIVALS = ("poisson", "constant", "gamma", "burst", "steps", "trace", "closed")
@@ -42,6 +46,15 @@ class Scenario(enum.StrEnum):
     MULTI_STREAM = "MultiStream"
     SERVER = "Server"
     OFFLINE = "Offline"
+
+
+class IssueMode(enum.StrEnum):
+    """How queries go out; `issue_mode` decides it, once, for the whole tool."""
+
+    OPEN = "open"  # each query at its precomputed time, whatever is in flight (Server)
+    CLOSED = "closed"  # the next query when one completes (SingleStream, MultiStream, closed)
+    OFFLINE = "offline"  # every sample in one query at the start
+    ACCURACY = "accuracy"  # every library sample once, closed loop
 
 
 def _f(default: Any, doc: str) -> Any:
@@ -97,18 +110,6 @@ class TestSettings:
         """Whether the run follows MLPerf's minimums (the `dev` preset does not)."""
         return self.preset == "mlperf"
 
-    @property
-    def closed_loop(self) -> bool:
-        """Whether each completion triggers the next issue."""
-        return self.scenario in (Scenario.SINGLE_STREAM, Scenario.MULTI_STREAM) or (
-            self.scenario is Scenario.SERVER and self.arrival == "closed"
-        )
-
-    @property
-    def offline_sample_count(self) -> int:
-        """MLPerf's Offline query size: 10% over expected rate times minimum duration."""
-        return max(self.min_query_count, math.ceil(1.1 * self.target_qps * self.min_duration_s))
-
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for result.json."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {
@@ -116,6 +117,18 @@ class TestSettings:
             "steps": [list(step) for step in self.steps],
             "compliant": self.compliant,
         }
+
+
+def issue_mode(settings: TestSettings) -> IssueMode:
+    """How a test definition's queries go out (the one place this is decided)."""
+    s = settings
+    if s.mode == "accuracy":
+        return IssueMode.ACCURACY
+    if s.scenario is Scenario.OFFLINE:
+        return IssueMode.OFFLINE
+    if s.scenario is not Scenario.SERVER or s.arrival == "closed":
+        return IssueMode.CLOSED
+    return IssueMode.OPEN
 
 
 SCENARIO_DEFAULTS: dict[Scenario, dict[str, Any]] = {
@@ -133,11 +146,6 @@ _INT_KEYS = {n for n, f in _FIELDS.items() if f.type == "int"}
 _FLOAT_KEYS = {n for n, f in _FIELDS.items() if f.type == "float"}
 _BOOL_KEYS = {n for n, f in _FIELDS.items() if f.type == "bool"}
 _PATH_KEYS = ("trace_file", "schedule_file")
-
-
-def field_docs() -> dict[str, str]:
-    """Each setting's one-line description, for the CLI and README."""
-    return {name: f.metadata["doc"] for name, f in _FIELDS.items()}
 
 
 def _coerce(key: str, value: Any, problems: list[str]) -> Any:
@@ -238,16 +246,17 @@ def _check_arrival(s: TestSettings, problems: list[str]) -> None:
         path = getattr(s, key)
         if path and (key == "schedule_file" or s.arrival == "trace") and not Path(path).is_file():
             problems.append(f"{key}: no such file {path!r}")
-    if s.schedule_file and s.closed_loop:
+    mode = issue_mode(s)
+    if s.schedule_file and mode is not IssueMode.OPEN:
         problems.append("schedule_file: a saved schedule replays open-loop arrivals only")
     if s.workers < 1:
         problems.append(f"workers: must be at least 1, got {s.workers!r}")
     elif s.workers > 1:
-        if s.closed_loop:
+        if mode is IssueMode.CLOSED:
             what = "closed-loop arrivals" if s.scenario is Scenario.SERVER else str(s.scenario)
             problems.append(f"workers: {what} need a single issuer (each query waits for "
                             "a completion); use workers = 1")
-        elif s.scenario is Scenario.OFFLINE or s.mode == "accuracy":
+        elif mode in (IssueMode.OFFLINE, IssueMode.ACCURACY):
             problems.append("workers: Offline and accuracy runs issue from one process; "
                             "use workers = 1")
 
@@ -298,6 +307,20 @@ def settings_from_mapping(values: dict[str, Any]) -> TestSettings:
     if problems:
         raise SettingsError(problems)
     return settings
+
+
+def settings_from_record(values: dict[str, Any]) -> TestSettings:
+    """The settings a saved result recorded, as they were: types restored, nothing checked.
+
+    A recorded run stays readable when, say, its trace file has moved since;
+    keys this version does not know are left out.
+    """
+    known = {k: v for k, v in values.items() if k in _FIELDS}
+    if "scenario" in known:
+        known["scenario"] = Scenario(known["scenario"])
+    if "steps" in known:
+        known["steps"] = tuple((float(a), float(b)) for a, b in known["steps"])
+    return TestSettings(**known)
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:

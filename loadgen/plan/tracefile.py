@@ -18,7 +18,6 @@ the line.
 from __future__ import annotations
 
 import csv
-import functools
 import hashlib
 import io
 import json
@@ -28,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from loadgen.plan.arrivals import Trace
 from loadgen.errors import SettingsError
+from loadgen.plan.arrivals import Trace
 
 __all__ = ["COLUMNS", "MAX_ROWS", "SCHEDULE_FILE", "read_schedule", "read_trace"]
 
@@ -124,23 +123,7 @@ def _check_sorted(key: str, values: npt.NDArray[np.float64] | npt.NDArray[np.int
 
 
 def read_trace(path: str | Path, time_scale: float = 1.0) -> Trace:
-    """A trace file as int64 ns offsets from its first row, times `time_scale`.
-
-    A run reads its trace more than once (plan, description, saved schedule);
-    an unchanged file (same size and mtime) is parsed only the first time.
-    """
-    try:
-        st = Path(path).stat()
-    except OSError:
-        st = None
-    if st is None:
-        return _read_trace(str(path), time_scale, -1, -1)
-    return _read_trace(str(path), time_scale, st.st_size, st.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=4)
-def _read_trace(path: str, time_scale: float, size: int, mtime_ns: int) -> Trace:
-    del size, mtime_ns  # part of the cache key only
+    """A trace file as int64 ns offsets from its first row, times `time_scale`."""
     raw = _read_bytes("trace_file", path)
     try:
         text = raw.decode("utf-8")
@@ -151,8 +134,7 @@ def _read_trace(path: str, time_scale: float, size: int, mtime_ns: int) -> Trace
     seconds = np.asarray(values, dtype=np.float64)
     _check_sorted("trace_file", seconds, lines)
     offsets = np.round((seconds - seconds[0]) * (1e9 * time_scale)).astype(np.int64)
-    offsets.flags.writeable = False  # shared through the cache
-    return Trace(path, hashlib.sha256(raw).hexdigest(), offsets)
+    return Trace(str(path), hashlib.sha256(raw).hexdigest(), offsets)
 
 
 def read_schedule(path: str | Path) -> Trace:

@@ -13,9 +13,9 @@ import collections
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from loadgen.record.querylog import QueryLog
 from loadgen.record.histograms import FLUSH_SLICE, Recorder
-from loadgen.record.tally import Tally
+from loadgen.record.querylog import QueryLog
+from loadgen.record.tally import RunTimes, Tally
 from loadgen.record.windows import WindowedRecorder, Windows
 
 __all__ = ["MAX_ERROR_KINDS", "TIDY_AT", "Collector"]
@@ -54,10 +54,8 @@ class Collector:
         self.finished = 0
         self.measured_queries = 0
         self.measured_samples = 0
-        self.measured_errors = 0
         self.overlatency = 0
         self.late = 0
-        self.first_measured_ns: int | None = None
         self.last_done_ns = 0
         self.on_finish = on_finish
         self.log = log
@@ -82,8 +80,6 @@ class Collector:
         self.issued += 1
         if measured:
             self.issue_lag.add(sent_ns - scheduled_ns)
-            if self.first_measured_ns is None:
-                self.first_measured_ns = scheduled_ns
         if self.query_timeout_ns:
             self._deadlines.append((scheduled_ns + self.query_timeout_ns, query_id))
 
@@ -133,7 +129,7 @@ class Collector:
         self.finished += 1
         if self.log is not None:
             self.log.add(query_id, entry[0], entry[1], done_ns, kind)
-        self._count_error(kind, measured=entry[3])
+        self._count_error(kind)
         if entry[3]:
             self.windows.error(entry[0])
         if self.on_finish is not None:
@@ -173,8 +169,8 @@ class Collector:
         fullest.flush_some()
         return True
 
-    def tally(self) -> Tally:
-        """The run's figures, once it has ended."""
+    def tally(self, times: RunTimes) -> Tally:
+        """The run's figures, once it has ended at `times`."""
         self.query_latency.flush()  # fills the windows
         return Tally(
             histograms={"latency_ns": self.latency.histogram,
@@ -191,6 +187,7 @@ class Collector:
             out_of_range=sum(r.out_of_range for r in self._recorders),
             last_done_ns=self.last_done_ns,
             windows=self.windows.counts(),
+            times=times,
         )
 
     def _components(self, components: Mapping[str, int]) -> None:
@@ -204,9 +201,7 @@ class Collector:
                 self._recorders.append(recorder)
             recorder.add(int(value))
 
-    def _count_error(self, kind: str, measured: bool) -> None:
+    def _count_error(self, kind: str) -> None:
         if kind not in self.errors_by_kind and len(self.errors_by_kind) >= MAX_ERROR_KINDS:
             kind = _OTHER
         self.errors_by_kind[kind] += 1
-        if measured:
-            self.measured_errors += 1

@@ -1,4 +1,4 @@
-"""A finished run's raw figures: histograms, counters and windows, exactly mergeable.
+"""A finished run's raw figures: times, histograms, counters and windows, exactly mergeable.
 
 The collector hands one over when a run ends; several load processes each
 send theirs encoded (HDR V2 text and plain numbers), and `merge_tallies` adds
@@ -8,6 +8,7 @@ them into one, exactly, so the merged run reads like a single-process one.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +18,37 @@ from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 from loadgen.record.histograms import decode, encode, merge, new_histogram
 from loadgen.record.windows import WindowCounts, merge_windows
 
-__all__ = ["HISTOGRAMS", "Tally", "merge_tallies"]
+__all__ = ["HISTOGRAMS", "Accuracy", "RunTimes", "Tally", "merge_tallies"]
 
 HISTOGRAMS = ("latency_ns", "service_latency_ns", "issue_lag_ns", "query_latency_ns")
 _COUNTERS = ("queries", "samples", "overlatency", "late", "out_of_range")
+
+
+@dataclass(frozen=True, slots=True)
+class RunTimes:
+    """When the run started, began measuring, stopped issuing and ended (perf_counter ns)."""
+
+    start_ns: int
+    measure_start_ns: int
+    issue_end_ns: int
+    end_ns: int
+    interrupted: bool
+    unfinished: int
+
+    @classmethod
+    def merge(cls, parts: Sequence[RunTimes]) -> RunTimes:
+        """The span of several load processes that started together."""
+        return cls(parts[0].start_ns, parts[0].measure_start_ns,
+                   max(t.issue_end_ns for t in parts), max(t.end_ns for t in parts),
+                   any(t.interrupted for t in parts), sum(t.unfinished for t in parts))
+
+
+@dataclass(frozen=True, slots=True)
+class Accuracy:
+    """An accuracy run's score: the SUT's `value` over `samples` (None: it cannot score)."""
+
+    value: float | None
+    samples: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +66,7 @@ class Tally:
     out_of_range: int
     last_done_ns: int
     windows: WindowCounts
+    times: RunTimes
 
     def encode(self) -> dict[str, Any]:
         """Plain values: histograms as V2 base64 text (empty ones as None)."""
@@ -50,6 +79,7 @@ class Tally:
             "batch_sizes": dict(self.batch_sizes), "errors_by_kind": dict(self.errors_by_kind),
             **{k: getattr(self, k) for k in _COUNTERS},
             "last_done_ns": self.last_done_ns, "windows": self.windows.encode(),
+            "times": dataclasses.asdict(self.times),
         }
 
     @classmethod
@@ -66,6 +96,7 @@ class Tally:
             **{k: int(doc[k]) for k in _COUNTERS},
             last_done_ns=int(doc["last_done_ns"]),
             windows=WindowCounts.decode(doc["windows"]),
+            times=RunTimes(**doc["times"]),
         )
 
 
@@ -86,4 +117,5 @@ def merge_tallies(parts: Sequence[Tally]) -> Tally:
         **{k: sum(getattr(p, k) for p in parts) for k in _COUNTERS},
         last_done_ns=max(p.last_done_ns for p in parts),
         windows=merge_windows([p.windows for p in parts]),
+        times=RunTimes.merge([p.times for p in parts]),
     )

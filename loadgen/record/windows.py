@@ -34,7 +34,6 @@ from loadgen.record.histograms import (
     record_array,
     summary_ns,
 )
-from loadgen.plan.settings import TestSettings
 
 __all__ = [
     "MAX_WINDOWS",
@@ -46,7 +45,6 @@ __all__ = [
     "merge_windows",
     "steps_report",
     "timeline_report",
-    "windows_for",
 ]
 
 WINDOW_DIGITS = 2
@@ -241,12 +239,6 @@ class WindowedRecorder(Recorder):
         if stop > start:
             self.windows.file(self._whens[start:stop], self._values[start:stop])
         super()._record(start, stop)
-
-
-def windows_for(settings: TestSettings, slo_ns: int) -> Windows:
-    """The windows a test definition asks for: the timeline, and its steps if stepped."""
-    starts = [round(t * 1e9) for t, _ in settings.steps] if settings.arrival == "steps" else []
-    return Windows(max(round(settings.window_s * 1e9), 1), slo_ns, starts)
 
 
 def _figures(b: Bin) -> dict[str, Any]:

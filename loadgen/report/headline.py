@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from loadgen.report.result import RunResult
+
 __all__ = ["conditions", "peak_headline", "point_headline", "run_headline", "slo_phrase",
            "sut_phrase", "value_phrase"]
 
@@ -84,15 +86,15 @@ def _sentence(value: str, slo: str, parts: Sequence[str]) -> str:
     return f"{head} ({'; '.join(p for p in parts if p)})"
 
 
-def run_headline(result: Mapping[str, Any]) -> str:
+def run_headline(result: RunResult) -> str:
     """One run: '412 QPS at p99 <= 50 ms (Server; ...; 60 s x 1 launch)'."""
-    scenario = str(result["scenario"])
-    value = value_phrase(scenario, result["headline"]["name"], float(result["headline"]["value"]))
-    parts = conditions(scenario, result["settings"], result["sut"],
-                       float(result["duration_s"]), 1)
-    if not result["valid"]:
+    scenario = str(result.settings.scenario)
+    settings = result.settings.as_dict()
+    value = value_phrase(scenario, result.headline.name, result.headline.value)
+    parts = conditions(scenario, settings, result.sut, result.stats.duration_s, 1)
+    if not result.valid:
         parts.append("INVALID")
-    return _sentence(value, slo_phrase(result["settings"]) if scenario == "Server" else "", parts)
+    return _sentence(value, slo_phrase(settings) if scenario == "Server" else "", parts)
 
 
 def point_headline(point: Mapping[str, Any]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from loadgen.errors import ResultError
 from loadgen.record.histograms import decode
 from loadgen.report.headline import peak_headline, point_headline, run_headline
-from loadgen.report.result import read_result
+from loadgen.report.result import RunResult, read_result
 
 __all__ = ["REPORT_FILE", "build_report", "load_kind", "report_png"]
 
@@ -36,8 +36,9 @@ img{max-width:100%;display:block;margin:.5em 0}
 .plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:0 1.5em}"""
 
 
-def load_kind(path: Path) -> tuple[str, dict[str, Any]]:
-    """('find-peak' | 'sweep' | 'run', document) for a directory (or a file in one)."""
+def load_kind(path: Path) -> tuple[str, Any]:
+    """('find-peak' | 'sweep', document) or ('run', RunResult) for a directory (or a file
+    in one)."""
     root = path if path.is_dir() else path.parent
     for name, kind in (("peak.json", "find-peak"), ("sweep.json", "sweep")):
         if (root / name).is_file():
@@ -70,10 +71,10 @@ def _slo_ns(settings: Mapping[str, Any]) -> float | None:
     return float(settings.get("target_latency_ms") or 0) * 1e6 or None
 
 
-def _hists(results: Mapping[str, Mapping[str, Any]],
+def _hists(results: Mapping[str, RunResult],
            key: str = "query_latency_ns") -> dict[str, Any]:
-    return {label: decode(r["histograms"][key]) for label, r in results.items()
-            if key in r.get("histograms", {})}
+    return {label: decode(r.stats.histograms[key]) for label, r in results.items()
+            if key in r.stats.histograms}
 
 
 def _search_points(doc: Mapping[str, Any]) -> list[Any]:
@@ -108,22 +109,22 @@ def _sweep_points(doc: Mapping[str, Any]) -> list[Any]:
     return out
 
 
-def _run_draws(result: Mapping[str, Any], root: Path) -> list[tuple[str, Any]]:
+def _run_draws(result: RunResult, root: Path) -> list[tuple[str, Any]]:
     from loadgen.report import plots
 
-    slo = _slo_ns(result["settings"])
+    r = result.stats
+    slo = _slo_ns(result.settings.as_dict())
     draws: list[tuple[str, Any]] = []
     hists = _hists({"from schedule": result}) | _hists({"service, from send": result},
                                                        "service_latency_ns")
     if hists:
         draws.append(("spectrum", lambda ax: plots.draw_spectrum(ax, hists, slo)))
-    if len(result.get("timeline") or []) >= _MIN_WINDOWS:
-        draws.append(("timeline", lambda ax: plots.draw_timeline(ax, result["timeline"], slo)))
-    if result.get("batch_sizes"):
-        draws.append(("batch sizes", lambda ax: plots.draw_batch_sizes(ax, result["batch_sizes"])))
-    if result.get("components_ns"):
-        draws.append(("components",
-                      lambda ax: plots.draw_components(ax, result["components_ns"])))
+    if len(r.timeline) >= _MIN_WINDOWS:
+        draws.append(("timeline", lambda ax: plots.draw_timeline(ax, r.timeline, slo)))
+    if r.batch_sizes:
+        draws.append(("batch sizes", lambda ax: plots.draw_batch_sizes(ax, r.batch_sizes)))
+    if r.components_ns:
+        draws.append(("components", lambda ax: plots.draw_components(ax, r.components_ns)))
     return draws
 
 
@@ -136,7 +137,7 @@ def _load_draws(points: list[Any], slo: float | None, xlabel: str, offered: bool
             ("goodput against load", lambda ax: plots.draw_goodput(ax, points, xlabel, offered))]
 
 
-def _draws(kind: str, doc: Mapping[str, Any], root: Path) -> list[tuple[str, Any]]:
+def _draws(kind: str, doc: Any, root: Path) -> list[tuple[str, Any]]:
     """(title, draw) for every plot the document supports."""
     from loadgen.report import plots
 
@@ -169,19 +170,19 @@ def _draws(kind: str, doc: Mapping[str, Any], root: Path) -> list[tuple[str, Any
     return draws
 
 
-def _summary(kind: str, doc: Mapping[str, Any]) -> tuple[str, str]:
+def _summary(kind: str, doc: Any) -> tuple[str, str]:
     """(what goes above the plots, what goes below them)."""
     if kind == "run":
-        r = doc
-        figures = {"valid": r["valid"], "queries": r["queries"], "errors": r["errors"],
-                   "duration_s": r["duration_s"], "qps_scheduled": r["qps_scheduled"],
-                   "qps_completed": r["qps_completed"], "goodput_qps": r["goodput_qps"],
-                   "samples_per_s": r["samples_per_s"],
-                   **{f"{k} (ms)": r["query_latency_ns"][k] / 1e6
+        r, v = doc.stats, doc.verdict
+        figures = {"valid": v.valid, "queries": r.queries, "errors": r.errors,
+                   "duration_s": r.duration_s, "qps_scheduled": r.qps_scheduled,
+                   "qps_completed": r.qps_completed, "goodput_qps": r.goodput_qps,
+                   "samples_per_s": r.samples_per_s,
+                   **{f"{k} (ms)": getattr(r.query_latency_ns, k) / 1e6
                       for k in ("p50", "p90", "p99", "p999", "mean")}}
         parts = [_table([figures], list(figures))]
-        parts += [f'<p class="bad">{html.escape(x)}</p>' for x in r["reasons"]]
-        parts += [f'<p class="warn">{html.escape(x)}</p>' for x in r["warnings"]]
+        parts += [f'<p class="bad">[{x.code}] {html.escape(x.text)}</p>' for x in v.reasons]
+        parts += [f'<p class="warn">{html.escape(x)}</p>' for x in v.warnings]
         return "".join(parts), ""
     from loadgen.report import tables
 
@@ -198,7 +199,7 @@ def _summary(kind: str, doc: Mapping[str, Any]) -> tuple[str, str]:
                 + "<p>min and max of each metric are in sweep.csv</p>")
 
 
-def _headline(kind: str, doc: Mapping[str, Any]) -> list[str]:
+def _headline(kind: str, doc: Any) -> list[str]:
     if kind == "run":
         return [run_headline(doc)]
     if kind == "find-peak":

@@ -24,6 +24,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from loadgen.judge.stats import ComponentSummary
 from loadgen.record.histograms import percentile_ns
 
 __all__ = ["LoadPoint", "compose", "draw_batch_sizes", "draw_components", "draw_goodput",
@@ -184,7 +185,7 @@ def draw_timeline(ax: Axes, windows: Sequence[Mapping[str, Any]], slo_ns: float 
     ax.grid(True, alpha=0.3)
 
 
-def draw_batch_sizes(ax: Axes, sizes: Mapping[str, int]) -> None:
+def draw_batch_sizes(ax: Axes, sizes: Mapping[int, int]) -> None:
     """How many batches of each size ran."""
     pairs = sorted((int(k), int(v)) for k, v in sizes.items())
     ax.bar([str(k) for k, _ in pairs], [v for _, v in pairs], color="C2")
@@ -194,13 +195,13 @@ def draw_batch_sizes(ax: Axes, sizes: Mapping[str, int]) -> None:
     ax.grid(True, axis="y", alpha=0.3)
 
 
-def draw_components(ax: Axes, components: Mapping[str, Mapping[str, Any]]) -> None:
+def draw_components(ax: Axes, components: Mapping[str, ComponentSummary]) -> None:
     """Mean and p99 of each latency component (ms), as paired horizontal bars."""
     names = sorted(components)
     y = np.arange(len(names))
     for offset, key, color in ((-0.2, "mean", "C0"), (0.2, "p99", "C1")):
-        ax.barh(y + offset, [float(components[n].get(key, 0)) / 1e6 for n in names], height=0.4,
-                color=color, label=key)
+        ax.barh(y + offset, [getattr(components[n].latency, key) / 1e6 for n in names],
+                height=0.4, color=color, label=key)
     ax.set_yticks(y, names)
     ax.set_xlabel("ms")
     ax.set_title("Latency components")

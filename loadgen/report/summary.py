@@ -1,9 +1,12 @@
-"""summary.txt: the human reading of a result, MLPerf-like. Reads a result dict only."""
+"""summary.txt: the human reading of a result, MLPerf-like. Reads a `RunResult` only."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from loadgen.judge.stats import LatencySummary
+from loadgen.report.result import RunResult
 
 __all__ = ["SUMMARY_FILE", "render_summary", "write_summary"]
 
@@ -16,67 +19,66 @@ def _ms(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:10.3f} ms"
 
 
-def _latency_block(title: str, summary: dict[str, int]) -> list[str]:
-    if not summary.get("count"):
+def _latency_block(title: str, summary: LatencySummary) -> list[str]:
+    if not summary.count:
         return []
-    cells = "  ".join(f"{k}={summary[k] / 1e6:.3f}" for k in _ORDER)
-    return [f"{title} (ms, n={summary['count']}):", f"  {cells}"]
+    cells = "  ".join(f"{k}={getattr(summary, k) / 1e6:.3f}" for k in _ORDER)
+    return [f"{title} (ms, n={summary.count}):", f"  {cells}"]
 
 
-def render_summary(r: dict[str, Any]) -> str:
+def render_summary(result: RunResult) -> str:
     """The text of summary.txt."""
-    s = r["settings"]
-    es = r["early_stopping"]
+    s, r, v = result.settings, result.stats, result.verdict
+    es = r.early_stopping
     lines = [_RULE, "loadgen results summary", _RULE,
-             f"SUT       : {r['sut'].get('sut', '?')}  {_describe_sut(r['sut'])}",
-             f"Scenario  : {r['scenario']}   mode: {r['mode']}   preset: {s['preset']}",
-             f"Result is : {'VALID' if r['valid'] else 'INVALID'}"]
-    lines += [f"  reason  : {reason}" for reason in r["reasons"]]
-    head = r["headline"]
-    value = head["value"]
-    shown = _ms(value).strip() if head["name"].endswith("_ns") else f"{value:.2f}"
-    lines += ["", f"Headline  : {head['name']} = {shown}",
-              (f"Queries   : {r['queries']}  samples: {r['samples']}  errors: {r['errors']}"
-               f"  duration: {r['duration_s']:.2f} s"),
-              (f"Rates     : scheduled {r['qps_scheduled']:.2f} QPS, completed "
-               f"{r['qps_completed']:.2f} QPS, {r['samples_per_s']:.2f} samples/s, "
-               f"goodput {r['goodput_qps']:.2f} QPS")]
-    if s["target_latency_ms"]:
-        lines.append(f"SLO       : p{s['target_latency_percentile']:g} <= "
-                     f"{s['target_latency_ms']:g} ms; over SLO: {r['overlatency']}")
-    if "passes" in es:
-        lines.append(f"Early stop: {'passes' if es['passes'] else 'fails'} "
-                     f"({es['overlatency']} over, {es['max_overlatency_allowed']} allowed, "
-                     f"{es['min_queries_needed']} queries needed)")
-    if es.get("estimate_ns") is not None:
-        lines.append(f"Early stop: p{es['percentile']:g} estimate (99% upper bound) "
-                     f"{_ms(es['estimate_ns']).strip()}")
-    if "accuracy" in r:
-        lines.append(f"Accuracy  : {r['accuracy']['value']:.4f} "
-                     f"(target {r['accuracy']['target']:g}, {r['accuracy']['samples']} samples)")
+             f"SUT       : {result.sut.get('sut', '?')}  {_describe_sut(result.sut)}",
+             f"Scenario  : {s.scenario}   mode: {s.mode}   preset: {s.preset}",
+             f"Result is : {'VALID' if v.valid else 'INVALID'}"]
+    lines += [f"  reason  : [{reason.code}] {reason.text}" for reason in v.reasons]
+    head = result.headline
+    shown = _ms(head.value).strip() if head.name.endswith("_ns") else f"{head.value:.2f}"
+    lines += ["", f"Headline  : {head.name} = {shown}",
+              (f"Queries   : {r.queries}  samples: {r.samples}  errors: {r.errors}"
+               f"  duration: {r.duration_s:.2f} s"),
+              (f"Rates     : scheduled {r.qps_scheduled:.2f} QPS, completed "
+               f"{r.qps_completed:.2f} QPS, {r.samples_per_s:.2f} samples/s, "
+               f"goodput {r.goodput_qps:.2f} QPS")]
+    if s.target_latency_ms:
+        lines.append(f"SLO       : p{s.target_latency_percentile:g} <= "
+                     f"{s.target_latency_ms:g} ms; over SLO: {r.overlatency}")
+    if es.passes is not None:
+        lines.append(f"Early stop: {'passes' if es.passes else 'fails'} "
+                     f"({es.overlatency} over, {es.max_overlatency_allowed} allowed, "
+                     f"{es.min_queries_needed} queries needed)")
+    if es.estimate_ns is not None:
+        lines.append(f"Early stop: p{es.percentile:g} estimate (99% upper bound) "
+                     f"{_ms(es.estimate_ns).strip()}")
+    if r.accuracy is not None and r.accuracy.value is not None:
+        lines.append(f"Accuracy  : {r.accuracy.value:.4f} "
+                     f"(target {s.accuracy_target:g}, {r.accuracy.samples} samples)")
     lines.append("")
-    lines += _latency_block("Latency from schedule", r["latency_ns"])
-    if r["scenario"] == "MultiStream":
-        lines += _latency_block("Query latency (slowest sample)", r["query_latency_ns"])
-    lines += _latency_block("Latency from send", r["service_latency_ns"])
-    lines += _latency_block("Issue lag", r["issue_lag_ns"])
-    if r["components_ns"]:
+    lines += _latency_block("Latency from schedule", r.latency_ns)
+    if s.scenario == "MultiStream":
+        lines += _latency_block("Query latency (slowest sample)", r.query_latency_ns)
+    lines += _latency_block("Latency from send", r.service_latency_ns)
+    lines += _latency_block("Issue lag", r.issue_lag_ns)
+    if r.components_ns:
         lines += ["", "Components (p50 / p99 ms, share of mean end-to-end):"]
-        for name, c in r["components_ns"].items():
-            lines.append(f"  {name:<16} {c['p50'] / 1e6:9.3f} {c['p99'] / 1e6:9.3f}  "
-                         f"{100 * c['share']:5.1f}%")
-    lines += _steps_block(r.get("steps") or [])
-    if r.get("workers"):
-        w = r["workers"]
+        for name, c in r.components_ns.items():
+            lines.append(f"  {name:<16} {c.latency.p50 / 1e6:9.3f} {c.latency.p99 / 1e6:9.3f}  "
+                         f"{100 * c.share:5.1f}%")
+    lines += _steps_block(r.steps)
+    if result.workers:
+        w = result.workers
         lags = "  ".join(f"#{p['index']} {p['queries']}q lag p99 {p['issue_lag_ns']['p99'] / 1e6:.3f}"
                          for p in w["per_worker"])
         lines += ["", f"Load processes: {w['count']} ({w['split']}); {lags} ms"]
-    if r["batch_sizes"]:
-        total = sum(r["batch_sizes"].values())
-        dist = "  ".join(f"{k}:{100 * v / total:.0f}%" for k, v in r["batch_sizes"].items())
+    if r.batch_sizes:
+        total = sum(r.batch_sizes.values())
+        dist = "  ".join(f"{k}:{100 * n / total:.0f}%" for k, n in r.batch_sizes.items())
         lines += ["", f"Batch sizes: {dist}"]
-    if r["warnings"]:
-        lines += ["", "Warnings:"] + [f"  - {w}" for w in r["warnings"]]
+    if v.warnings:
+        lines += ["", "Warnings:"] + [f"  - {w}" for w in v.warnings]
     lines.append(_RULE)
     return "\n".join(lines) + "\n"
 
@@ -98,7 +100,7 @@ def _describe_sut(sut: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in sut.items() if k != "sut" and not isinstance(v, dict))
 
 
-def write_summary(out_dir: Path, result: dict[str, Any]) -> Path:
+def write_summary(out_dir: Path, result: RunResult) -> Path:
     """Write summary.txt beside result.json."""
     path = out_dir / SUMMARY_FILE
     path.write_text(render_summary(result))

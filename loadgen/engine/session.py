@@ -1,0 +1,136 @@
+"""One run session: the SUT up, the plan walked, the SUT down, a tally out.
+
+Everything a run does between its plan and its figures happens here, once:
+build the collector, start the SUT, take Ctrl-C, keep the garbage collector
+off what is already loaded, open the query log, run the engine, stop the SUT
+and score accuracy. The single-process path (`loadgen.api`) and each load
+process (`engine.processes`) call `run_session`; they differ only in their
+`share` of the plan and in a `gate` that holds the start until every process
+is ready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import signal
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from loadgen.adapters.base import SystemUnderTest
+from loadgen.engine.runner import Progress, Runner
+from loadgen.errors import SutError
+from loadgen.plan.plan import RunPlan
+from loadgen.plan.qsl import accuracy_queries
+from loadgen.plan.schedule import partition, plan_queries
+from loadgen.plan.settings import IssueMode
+from loadgen.record.collect import Collector
+from loadgen.record.querylog import QueryLog
+from loadgen.record.tally import Accuracy, Tally
+from loadgen.record.windows import Windows
+
+__all__ = ["Gate", "SessionOutcome", "Share", "new_collector", "run_loop", "run_session"]
+
+T = TypeVar("T")
+
+Gate = Callable[[dict[str, Any]], Awaitable[int]]
+"""Given the ready SUT's description, waits and returns the start time (perf_counter ns)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """Load process `index` of `count` issues queries index, index + count, ... of the plan."""
+
+    index: int = 0
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOutcome:
+    """What one session measured."""
+
+    tally: Tally
+    sut: dict[str, Any]  # the SUT's own description
+    accuracy: Accuracy | None  # accuracy mode only
+    cpu_s: float  # this process's CPU time while the engine ran
+
+
+def new_collector(plan: RunPlan) -> Collector:
+    """The completion sink a plan asks for."""
+    bound = plan.slo_bound_ns
+    return Collector(bound, plan.query_timeout_ns,
+                     keep_outputs=plan.issue_mode is IssueMode.ACCURACY,
+                     windows=Windows(plan.window_ns, bound, plan.step_starts_ns))
+
+
+async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Share(),
+                      progress: Callable[[Progress], None] | None = None,
+                      log_dir: Path | None = None,
+                      started: Callable[[Collector], None] | None = None,
+                      gate: Gate | None = None) -> SessionOutcome:
+    """Run one plan (or one share of it) against a SUT on the running loop.
+
+    `started` sees the collector once the SUT has started (live monitors);
+    with `log_dir` every query's stamps stream to the query log there.
+    """
+    collector = new_collector(plan)
+    queries = plan_queries(plan)
+    if share.count > 1:
+        queries = partition(queries, share.index, share.count)
+    runner = Runner(plan, sut, collector, *queries, progress,
+                    first_id=share.index, id_step=share.count)
+    collector.on_finish = runner.query_finished
+    try:
+        await sut.start(collector, runner)
+    except Exception as exc:
+        raise SutError(f"SUT {sut.name!r} failed to start: {exc}") from exc
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, runner.interrupt)
+    try:
+        if started is not None:
+            started(collector)
+        runner.plan_ahead()  # before the gate, so planning does not eat a shared start
+        gc.collect()
+        gc.freeze()  # what is loaded now (models, arrays) is never scanned mid-run
+        if log_dir is not None:
+            collector.log = QueryLog(log_dir)
+        start_at = None if gate is None else await gate(sut.describe())
+        cpu_s = time.process_time()
+        times = await runner.run(start_at_ns=start_at)
+        cpu_s = time.process_time() - cpu_s
+    finally:
+        gc.unfreeze()
+        if collector.log is not None:
+            collector.log.close()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+        await sut.stop()
+    return SessionOutcome(collector.tally(times), sut.describe(), _score(plan, sut, collector),
+                          cpu_s)
+
+
+def _score(plan: RunPlan, sut: SystemUnderTest, collector: Collector) -> Accuracy | None:
+    """An accuracy run's score, by the SUT's own `score` (value None when it has none)."""
+    if plan.issue_mode is not IssueMode.ACCURACY:
+        return None
+    score = getattr(sut, "score", None)
+    if score is None or collector.outputs is None:
+        return Accuracy(None, 0)
+    value, samples = score(accuracy_queries(plan.library, plan.samples_per_query),
+                           collector.outputs)
+    return Accuracy(float(value), int(samples))
+
+
+def run_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine on uvloop where available, else stock asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
