@@ -8,7 +8,6 @@ with an output directory, written.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -28,8 +27,7 @@ from loadgen.report.environment import environment
 from loadgen.report.result import RunResult, write_result
 from loadgen.report.summary import write_summary
 
-__all__ = ["Monitor", "judge", "print_progress", "run_async", "run_loop", "run_test",
-           "save_run"]
+__all__ = ["Monitor", "judge", "run_async", "run_loop", "run_test", "save_run"]
 
 
 class Monitor(Protocol):
@@ -127,10 +125,3 @@ def save_run(plan: RunPlan, result: RunResult, out_dir: Path) -> None:
         result.schedule.update(save_schedule(plan, out_dir))
     write_result(out_dir, result)
     write_summary(out_dir, result)
-
-
-def print_progress(p: Progress) -> None:
-    """A one-line progress report on stderr."""
-    rate = p.finished / (p.elapsed_ns / 1e9) if p.elapsed_ns else 0.0
-    print(f"[{p.elapsed_ns / 1e9:7.1f}s] issued {p.issued}  done {p.finished}  "
-          f"in flight {p.in_flight}  errors {p.errors}  ({rate:.0f}/s)", file=sys.stderr)

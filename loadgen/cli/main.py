@@ -56,9 +56,10 @@ def _settings(args: argparse.Namespace) -> TestSettings:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from loadgen.api import print_progress, run_test
+    from loadgen.api import run_test
     from loadgen.campaigns.calibrate import headroom_warning
     from loadgen.engine.processes import workers_warning
+    from loadgen.live.progress import print_progress
     from loadgen.live.prometheus import monitors_for
     from loadgen.plan.plan import RunPlan
     from loadgen.report.summary import render_summary
