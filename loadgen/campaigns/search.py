@@ -233,13 +233,13 @@ def probe_record(result: RunResult, index: int, trial: int, run_dir: str,
                  wall_s: float) -> dict[str, Any]:
     """A probe's line in the journal and peak.json: rate, verdict, figures."""
     s, r = result.settings, result.stats
-    at_p = r.target_latency_at_ns
+    at_p, slo_ns = r.target_latency_at_ns, r.early_stopping.target_latency_ns
     return {
         "index": index, "target_qps": round_rate(s.target_qps), "trial": trial,
         "dir": run_dir, "valid": result.valid, "reasons": [x.text for x in result.verdict.reasons],
         "reason_codes": [str(code) for code in result.verdict.codes],
         "harness_limited": ReasonCode.ISSUE_LAG in result.verdict.codes,
-        "slo_ratio": at_p / (s.target_latency_ms * 1e6) if s.target_latency_ms and at_p else None,
+        "slo_ratio": at_p / slo_ns if slo_ns and at_p else None,
         "latency_at_slo_percentile_ns": int(at_p),
         "qps_scheduled": r.qps_scheduled, "qps_completed": r.qps_completed,
         "goodput_qps": r.goodput_qps, "queries": r.queries,

@@ -162,7 +162,7 @@ def _warnings(p: RunPlan, r: RunStats) -> list[str]:
     if lat.p50 and lat.mean > 2 * lat.p50:
         out.append(f"mean latency {_ms(lat.mean)} is over twice the median {_ms(lat.p50)}: "
                    "a heavy tail or stalls; read the percentiles, not the mean")
-    if s.scenario is Scenario.SERVER and s.arrival == "closed":
+    if s.scenario is Scenario.SERVER and p.issue_mode is IssueMode.CLOSED:
         out.append("closed-loop arrivals labelled as Server: the offered load adapts to the SUT, "
                    "so latency is understated (coordinated omission); use poisson")
     if r.out_of_range:
