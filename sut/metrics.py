@@ -37,6 +37,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from oipwire.timing import COMPUTE, QUEUE
 from sut.batcher import BatcherConfig
 from sut.service import InferenceService, InferResult
 
@@ -75,8 +76,8 @@ class SutMetrics:
             children = self._children[model] = (self._queue.labels(model),
                                                  self._compute.labels(model))
         timings = result.timings_ns
-        children[0].observe(timings.get("queue", 0) / 1e9)
-        children[1].observe(timings.get("compute", 0) / 1e9)
+        children[0].observe(timings.get(QUEUE, 0) / 1e9)
+        children[1].observe(timings.get(COMPUTE, 0) / 1e9)
 
 
 class _ServiceCollector(Collector):

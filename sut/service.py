@@ -4,7 +4,8 @@
 device at the precision the device supports, measures the first inference,
 and warms up through the real path: a `WorkerPool` whose threads each take
 their next batch from a `Batcher`.
-Per request it reports durations in ns, disjoint and in order:
+Per request it reports durations in ns, disjoint and in order, under the component
+names of `oipwire.timing` (the vocabulary the servers send and loadgen records):
 
     queue            enqueue -> picked into a forming batch
     batch_formation  picked -> batch dispatched
@@ -29,14 +30,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from oipwire.datatypes import TensorSpec, numpy_dtype
+from oipwire.timing import BATCH_FORMATION, COMPUTE, POSTPROCESS, QUEUE, SERVER_TOTAL
 from sut.batcher import Batch, Batcher, BatcherConfig, answer
 from sut.errors import InvalidInput, ModelLoadError, SutError
 from sut.models import LoadedModel, check_model, load_model
 from sut.options import ServiceOptions, parse_options
-from sut.tensors import TensorSpec, numpy_dtype
 from sut.workers import Executor, WorkerPool, cpu_cores, place, plan_workers, resolve_precision
 
-__all__ = ["InferResult", "InferenceService", "ModelMetadata", "TensorSpec", "build_service"]
+__all__ = ["InferResult", "InferenceService", "ModelMetadata", "build_service"]
 
 Callback = Callable[[Any], None]  # receives an InferResult or an exception
 
@@ -341,16 +343,16 @@ class InferenceService:
             self._ok += len(requests)
             self._rows += batch.rows
             self._queue_ns += sum(r.pick_ns - r.enqueue_ns for r in requests)
-            self._compute_ns += phase["compute"]
+            self._compute_ns += phase[COMPUTE]
             self._batch_sizes[batch.rows] += 1
         offset = 0
         for r in requests:
             outs = {n: a[offset:offset + r.rows] for n, a in zip(names, outputs, strict=True)}
             offset += r.rows
             done = time.perf_counter_ns()
-            timings = {"queue": r.pick_ns - r.enqueue_ns,
-                       "batch_formation": batch.dispatch_ns - r.pick_ns, **phase,
-                       "postprocess": done - landed, "server_total": done - r.enqueue_ns}
+            timings = {QUEUE: r.pick_ns - r.enqueue_ns,
+                       BATCH_FORMATION: batch.dispatch_ns - r.pick_ns, **phase,
+                       POSTPROCESS: done - landed, SERVER_TOTAL: done - r.enqueue_ns}
             answer(r, InferResult(outs, timings, batch.rows, done))
 
 

@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from oipwire.datatypes import TensorSpec
+from oipwire.timing import COMPUTE, D2H, H2D
 from sut.errors import ConfigError, ModelLoadError
 from sut.models import as_outputs
-from sut.tensors import TensorSpec, torch_dtype
+from sut.tensors import torch_dtype
 
 __all__ = [
     "PRECISIONS",
@@ -227,8 +229,8 @@ class Executor:
         computed_ns = time.perf_counter_ns()
         arrays = [t.numpy() for t in results]
         end = time.perf_counter_ns()
-        return arrays, {"h2d": staged_ns - start, "compute": computed_ns - staged_ns,
-                        "d2h": end - computed_ns}
+        return arrays, {H2D: staged_ns - start, COMPUTE: computed_ns - staged_ns,
+                        D2H: end - computed_ns}
 
     def _run_cuda(
         self, staged: list[torch.Tensor], start: int
@@ -247,8 +249,8 @@ class Executor:
         copied_ns = time.perf_counter_ns()
         arrays = [t.numpy().copy() for t in landed]  # landing buffers are reused
         h2d, compute, d2h = (round(ev[i].elapsed_time(ev[i + 1]) * 1e6) for i in range(3))
-        return arrays, {"h2d": staged_ns - start + h2d, "compute": compute,
-                        "d2h": d2h + time.perf_counter_ns() - copied_ns}
+        return arrays, {H2D: staged_ns - start + h2d, COMPUTE: compute,
+                        D2H: d2h + time.perf_counter_ns() - copied_ns}
 
     def _stage(self, spec: TensorSpec, parts: list[np.ndarray], rows: int) -> torch.Tensor:
         """Concatenate a batch into a reused pinned host buffer, for the copy to the GPU."""

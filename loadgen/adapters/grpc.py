@@ -23,9 +23,9 @@ single-sample query (a call passes bytes through, no per-call serialisation), an
 channel with a few calls (grpc's first calls take tens of ms). `max_in_flight` worker
 coroutines take requests from the FIFO, one call at a time each. The completion is stamped
 in the response deserializer, the first Python code to see the answer. Components: the
-server's timing parameters and `network` = service latency - `server_total`. Failures:
-`grpc_<CODE>` (grpc_UNAVAILABLE when the server is down: grpc reconnects with backoff on its
-own), `timeout`, `protocol_error`.
+server's timing parameters (every one of `oipwire.timing`) and `network` = service latency
+- `server_total`. Failures: `grpc_<CODE>` (grpc_UNAVAILABLE when the server is down: grpc
+reconnects with backoff on its own), `timeout`, `protocol_error`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import numpy as np
 from loadgen.adapters.base import CompletionSink, Timers
 from loadgen.adapters.remote import (
     COMMON_KEYS,
-    TIMING_NAMES,
     Endpoint,
     Job,
     Pending,
@@ -52,10 +51,13 @@ from loadgen.adapters.remote import (
     report_failed,
 )
 from loadgen.errors import SutError, SutSpecError
+from oipwire.errors import ProtocolError
+from oipwire.grpc_fields import tensor_to_contents
 from oipwire.proto import SERVICE_NAME
 from oipwire.proto import grpc_predict_v2_pb2 as pb
 from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
-from oipwire.codec import InferTensor, ProtocolError, tensor_to_contents, tensor_to_raw
+from oipwire.tensors import InferTensor, tensor_to_raw
+from oipwire.timing import PARAMETER_COMPONENTS
 
 __all__ = ["GRPC_KEYS", "GrpcSut"]
 
@@ -68,7 +70,7 @@ CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_mess
 SETUP_TIMEOUT_S = 10.0
 WARMUP_ROUNDS = 16
 _INFER = f"/{SERVICE_NAME}/ModelInfer"
-_NAMES = dict(TIMING_NAMES)
+_NAMES = dict(PARAMETER_COMPONENTS)  # a plain dict: read per response
 
 
 def _stamped(data: bytes) -> tuple[int, pb.ModelInferResponse]:

@@ -21,7 +21,8 @@ At start the adapter checks `/v2/health/ready` and the model's `/ready`, reads i
 builds seeded synthetic samples that match it, and pre-serialises the whole HTTP request of
 every single-sample query. Queries beyond the free connections wait in a local FIFO (their
 latency still counts from the scheduled time). Each completion is stamped in
-`data_received`; its components are the server's timing parameters (read from the JSON
+`data_received`; its components are the server's timing parameters (every one of
+`oipwire.timing`, under its component name; read from the JSON
 header by a scan, not decoded: json.loads costs ~5 µs, most of the per-request budget) and
 `network` = service latency - `server_total`. Failures: `http_<status>`, `timeout`,
 `connection_reset`, `connect_error`, `protocol_error`.
@@ -40,7 +41,6 @@ from loadgen.adapters.base import CompletionSink, Timers
 from loadgen.adapters.fasthttp import HttpPool, fetch, request_bytes
 from loadgen.adapters.remote import (
     COMMON_KEYS,
-    TIMING_NAMES,
     Endpoint,
     Job,
     Samples,
@@ -51,13 +51,16 @@ from loadgen.adapters.remote import (
     tls_context,
 )
 from loadgen.errors import SutError
-from oipwire.codec import HEADER_LENGTH, InferRequest, InferTensor, encode_request
+from oipwire.codec import HEADER_LENGTH, encode_request
+from oipwire.messages import InferRequest
+from oipwire.tensors import InferTensor
+from oipwire.timing import PARAMETER_COMPONENTS, SERVER_TOTAL
 
 __all__ = ["HTTP_KEYS", "HttpSut", "Timings"]
 
 HTTP_KEYS = (*COMMON_KEYS, "connections", "binary", "insecure")
 SCHEMES = {"http": (80, False), "https": (443, True)}
-_KEYS = {key.encode(): name for key, name in TIMING_NAMES}
+_KEYS = {key.encode(): name for key, name in PARAMETER_COMPONENTS.items()}
 _SCAN = re.compile(rb'"(' + b"|".join(_KEYS) + rb')"\s*:\s*(\d+)')
 
 
@@ -232,7 +235,7 @@ class HttpSut:
             return
         header = buf[start:start + json_length] if json_length >= 0 else buf[start:]
         components = self._timings.read(header)
-        total = components.get("server_total")
+        total = components.get(SERVER_TOTAL)
         if total is not None:
             components["network"] = max(done_ns - sent_ns - total, 0)
         if type(tag) is int:

@@ -10,9 +10,10 @@ i mod `sample_count`, and every sample's tensors are read once at start, so
 issuing costs a dict lookup (one sample) or one fancy index (several).
 
 Completions are stamped in the sut worker thread and handed to the loop with
-`call_soon_threadsafe`; components are the service's timings plus `batch_size`,
-and `output` is the predicted class per sample (labelled datasets) or the first
-output tensor. Failures are reported with kind `overloaded`, `timeout` or `error`.
+`call_soon_threadsafe`; components are the service's timings plus `batch_size` (the
+names of `oipwire.timing`, the same a remote run records), and `output` is the
+predicted class per sample (labelled datasets) or the first output tensor.
+Failures are reported with kind `overloaded`, `timeout` or `error`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 
 from loadgen.adapters.base import CompletionSink, Timers, parse_options
 from loadgen.errors import SutError, SutSpecError
+from oipwire.timing import BATCH_SIZE
 from sut import errors as sut_errors
 from sut.service import InferenceService, InferResult, build_service
 
@@ -183,7 +185,7 @@ class InProcessSut:
         if isinstance(result, BaseException):
             self._post(self._sink.failed, query_id, time.perf_counter_ns(), _kind(result))
             return
-        components = {**result.timings_ns, "batch_size": result.batch_size}
+        components = {**result.timings_ns, BATCH_SIZE: result.batch_size}
         self._post(self._sink.done, query_id, result.done_ns, components, None,
                    self._output(result))
 
@@ -227,7 +229,7 @@ class InProcessSut:
                 self._store_output(state, start, result)
                 if result.done_ns >= state.last_done:
                     state.last_done = result.done_ns
-                    state.components = {**result.timings_ns, "batch_size": result.batch_size}
+                    state.components = {**result.timings_ns, BATCH_SIZE: result.batch_size}
         self._send_chunks(query_id, state)
 
     def _report_chunked(self, query_id: int, state: _Chunked) -> None:

@@ -7,7 +7,8 @@
 matching the model metadata and the pre-built payload of every single-sample query;
 `Pending` is the local FIFO in front of the connections (a query of many requests yields
 them lazily, as `Job` parts); `add_network` joins the client's service latency with the
-server's reported `server_total`.
+server's reported `server_total`. Tensor specs, datatypes and the server timings' names
+are `oipwire`'s, the same the server uses.
 """
 
 from __future__ import annotations
@@ -23,19 +24,20 @@ import numpy as np
 
 from loadgen.adapters.base import CompletionSink
 from loadgen.errors import SutError, SutSpecError
-from oipwire.codec import TIMING_PARAMETERS, InferTensor, numpy_dtype
+from oipwire.datatypes import TensorSpec, numpy_dtype
+from oipwire.errors import ProtocolError
+from oipwire.tensors import InferTensor
+from oipwire.timing import SERVER_TOTAL
 
-__all__ = ["COMMON_KEYS", "SAMPLE_BYTES_BUDGET", "TIMING_NAMES", "Endpoint", "Job", "Pending",
-           "Samples", "Tag", "TensorSpec", "add_network", "metadata_inputs", "report_done",
-           "report_failed", "sample_count", "synthetic_inputs", "tls_context"]
+__all__ = ["COMMON_KEYS", "SAMPLE_BYTES_BUDGET", "Endpoint", "Job", "Pending", "Samples", "Tag",
+           "add_network", "metadata_inputs", "report_done", "report_failed", "sample_count",
+           "synthetic_inputs", "tls_context"]
 
 COMMON_KEYS = ("max_in_flight", "timeout_ms", "token", "tls", "ca", "version", "samples", "seed",
                "batch")
 """Option keys every remote adapter takes; each adapter adds its own."""
 SAMPLE_BYTES_BUDGET = 256 << 20
 """Synthetic samples are capped so that their raw bytes stay under this."""
-TIMING_NAMES = tuple((key, key.removesuffix("_ns")) for key in TIMING_PARAMETERS)
-"""(wire parameter, component name) of each server timing."""
 
 P = TypeVar("P")
 Tag = Any  # a query id (int) or a (Job, first row) part
@@ -130,26 +132,6 @@ def tls_context(endpoint: Endpoint, insecure: bool = False) -> ssl.SSLContext | 
 # --- inputs ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class TensorSpec:
-    """An input from the model metadata; -1 marks a variable dimension."""
-
-    name: str
-    datatype: str
-    shape: tuple[int, ...]
-
-    @classmethod
-    def from_metadata(cls, item: Mapping[str, Any]) -> TensorSpec:
-        """From one entry of the metadata's `inputs` (JSON or protobuf fields)."""
-        try:
-            spec = cls(str(item["name"]), str(item["datatype"]),
-                       tuple(int(d) for d in item["shape"]))
-            numpy_dtype(spec.datatype)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SutError(f"model metadata: bad input {item!r}: {exc}") from None
-        return spec
-
-
 def synthetic_inputs(inputs: Sequence[TensorSpec], count: int, seed: int,
                      batched: bool) -> dict[str, np.ndarray]:
     """`count` samples per input, shape (count, *sample shape); -1 dims past the batch are 1.
@@ -222,7 +204,7 @@ class Samples(Generic[P]):
 
 def add_network(components: dict[str, int], service_ns: int) -> dict[str, int] | None:
     """Add `network` = service latency - the server's `server_total` (when it reported one)."""
-    total = components.get("server_total")
+    total = components.get(SERVER_TOTAL)
     if total is not None:
         components["network"] = max(service_ns - total, 0)
     return components or None
@@ -344,4 +326,10 @@ def metadata_inputs(doc: Mapping[str, Any], model: str) -> list[TensorSpec]:
     items = doc.get("inputs")
     if not isinstance(items, list) or not items:
         raise SutError(f"model {model!r}: metadata lists no inputs")
-    return [TensorSpec.from_metadata(item) for item in items]
+    specs: list[TensorSpec] = []
+    for item in items:
+        try:
+            specs.append(TensorSpec.from_metadata(item))
+        except ProtocolError as exc:
+            raise SutError(f"model metadata: bad input {item!r}: {exc}") from None
+    return specs

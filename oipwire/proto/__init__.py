@@ -3,9 +3,10 @@
     from oipwire.proto import grpc_predict_v2_pb2 as pb
     from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
 
-The tensor and parameter codec is `oipwire.codec`. Regenerate the stubs with
-`scripts/gen_proto.sh` after editing the .proto. Importing this package itself
-imports neither protobuf nor grpc; only its submodules do.
+The fields are filled and read with `oipwire.grpc_fields` and `oipwire.tensors`.
+Regenerate the stubs with `scripts/gen_proto.sh` after editing the .proto.
+Importing this package itself imports neither protobuf nor grpc; only its
+submodules do.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from oipwire.datatypes import TensorSpec, numpy_dtype
 from sut.errors import InvalidInput
-from sut.tensors import TensorSpec, numpy_dtype
 
 __all__ = ["Dataset", "LoadedModel", "SyntheticDataset", "build_seeded", "check_indices", "seeded"]
 

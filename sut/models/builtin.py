@@ -12,8 +12,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from oipwire.datatypes import TensorSpec
 from sut.models.base import LoadedModel, SyntheticDataset, build_seeded
-from sut.tensors import TensorSpec
 
 __all__ = ["SYNTHETIC", "SmallCnn", "SmallTransformer", "load_synthetic", "mlp"]
 

@@ -18,8 +18,8 @@ import torch
 from sklearn.datasets import load_digits  # type: ignore[import-untyped]
 from torch import nn
 
+from oipwire.datatypes import TensorSpec
 from sut.models.base import LoadedModel, build_seeded, check_indices
-from sut.tensors import TensorSpec
 
 __all__ = ["DigitsDataset", "cache_dir", "digits_net", "load_digits_model", "train_digits"]
 

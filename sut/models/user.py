@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from oipwire.datatypes import TensorSpec
 from sut.errors import ConfigError, ModelLoadError
 from sut.models.base import LoadedModel, SyntheticDataset
-from sut.tensors import DATATYPES, TensorSpec, oip_datatype
+from sut.tensors import TORCH_DTYPES, oip_datatype
 
 __all__ = ["USER_OPTIONS", "as_outputs", "input_spec_option", "load_user_model", "user_kind"]
 
@@ -58,8 +59,9 @@ def input_spec_option(options: Mapping[str, str]) -> TensorSpec | None:
         got = options["input_shape"]
         raise ConfigError("input_shape", f"want positive dims like 3x32x32, got {got!r}")
     datatype = options.get("input_dtype", "FP32").upper()
-    if datatype not in DATATYPES:
-        raise ConfigError("input_dtype", f"want one of {', '.join(DATATYPES)}, got {datatype!r}")
+    if datatype not in TORCH_DTYPES:
+        raise ConfigError("input_dtype",
+                          f"want one of {', '.join(TORCH_DTYPES)}, got {datatype!r}")
     return TensorSpec(options.get("input_name", "input"), datatype, (-1, *dims))
 
 
@@ -89,11 +91,11 @@ def load_user_model(model: str, options: Mapping[str, str], seed: int) -> Loaded
             declared = declared or found
     except (ImportError, AttributeError, OSError, RuntimeError, ValueError, TypeError) as exc:
         raise ModelLoadError(f"cannot load {model!r}: {exc}") from exc
-    inputs = _specs(getattr(module, "input_specs", None)) or ((declared,) if declared else ())
+    inputs = _specs(module, "input_specs") or ((declared,) if declared else ())
     if not inputs:
         raise ConfigError("input_shape", f"{model!r} declares no input_specs; give input_shape")
     dataset = SyntheticDataset(inputs, _DATASET_SIZE, seed)
-    outputs = _specs(getattr(module, "output_specs", None)) or _infer_outputs(module, dataset)
+    outputs = _specs(module, "output_specs") or _infer_outputs(module, dataset)
     name = target.rpartition(":")[2] if kind == "import" else Path(target).stem
     return LoadedModel(name, _PLATFORMS[kind], module, inputs, outputs, dataset)
 
@@ -128,12 +130,21 @@ def _from_export(path: str) -> tuple[torch.nn.Module, TensorSpec]:
     return program.module(), spec
 
 
-def _specs(value: Any) -> tuple[TensorSpec, ...]:
+def _specs(module: torch.nn.Module, attr: str) -> tuple[TensorSpec, ...]:
+    value = getattr(module, attr, None)
     if not value:
         return ()
-    return tuple(
-        v if isinstance(v, TensorSpec) else TensorSpec(v[0], v[1], tuple(v[2])) for v in value
-    )
+    try:
+        specs = tuple(
+            v if isinstance(v, TensorSpec) else TensorSpec(v[0], v[1], tuple(v[2])) for v in value
+        )
+    except (ValueError, TypeError, IndexError) as exc:  # ProtocolError is a ValueError
+        raise ModelLoadError(f"bad {attr}: {exc}") from None
+    for spec in specs:
+        if spec.datatype not in TORCH_DTYPES:
+            raise ModelLoadError(f"bad {attr}: {spec.name!r}: datatype {spec.datatype} has no"
+                                 f" torch dtype; want one of {', '.join(TORCH_DTYPES)}")
+    return specs
 
 
 def _infer_outputs(module: torch.nn.Module, dataset: SyntheticDataset) -> tuple[TensorSpec, ...]:

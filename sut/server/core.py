@@ -3,12 +3,10 @@
 Neither aiohttp nor grpc is imported here. `ServerCore.infer` takes a decoded
 `InferRequest`, checks it against the model metadata (names, datatypes, shapes;
 the codec has already checked byte lengths), submits it to the service and
-returns the `InferResponse` with the server's timings in its parameters:
-
-    queue_ns, batch_formation_ns, compute_ns   from the service, per request
-    h2d_ns, d2h_ns                             host-to-device / device-to-host copies
-    batch_size                                 rows in the batch the request ran in
-    server_total_ns                            handler entry -> response about to be encoded
+returns the `InferResponse` with the server's timings in its parameters: every
+component of `oipwire.timing` (the one vocabulary loadgen reads too), as `<name>_ns`,
+and `batch_size`. All come from the service, per request, except `server_total_ns`,
+which the server measures itself: handler entry -> response about to be encoded.
 
 Request parameters honoured: `priority` (int >= 0, lower runs first) and
 `timeout` (int, microseconds a request may wait in the queue; Triton's name).
@@ -29,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from oipwire import codec as p
+import oipwire as p
+from oipwire import timing
 from sut.errors import ConfigError, InvalidInput
 from sut.server.errors import (
     Answer,
@@ -43,14 +42,10 @@ from sut.server.errors import (
 if TYPE_CHECKING:
     from sut.service import InferenceService, InferResult, ModelMetadata
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "EXTRA_TIMINGS", "SERVER_NAME", "ServerConfig", "ServerCore"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "SERVER_NAME", "ServerConfig", "ServerCore"]
 
 SERVER_NAME = "loadgen-sut"
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
-_PHASES = (("queue", p.QUEUE_NS), ("batch_formation", p.BATCH_FORMATION_NS),
-           ("compute", p.COMPUTE_NS), ("h2d", "h2d_ns"), ("d2h", "d2h_ns"))
-EXTRA_TIMINGS = tuple(key for _, key in _PHASES if key not in p.TIMING_PARAMETERS)
-"""Timing parameters sent beside `oipwire.codec.TIMING_PARAMETERS`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,9 +134,7 @@ class ServerCore:
     def model_metadata(self, name: str, version: str = "") -> dict[str, Any]:
         """The OIP model metadata document (also gRPC kwargs)."""
         m = self.model(name, version)
-        return p.model_metadata(m.name, m.versions, m.platform,
-                                [(s.name, s.datatype, s.shape) for s in m.inputs],
-                                [(s.name, s.datatype, s.shape) for s in m.outputs])
+        return p.model_metadata(m.name, m.versions, m.platform, m.inputs, m.outputs)
 
     def model_stats(self, name: str, version: str = "") -> dict[str, Any]:
         """Per-model statistics (Triton's layout, plus rejected, timeout and queue depth)."""
@@ -202,14 +195,12 @@ class ServerCore:
             self.inflight -= 1
         if self._observe is not None:
             self._observe(meta.name, result)
-        timings = result.timings_ns
-        params: dict[str, p.ParamValue] = {key: timings[phase] for phase, key in _PHASES
-                                           if phase in timings}
-        params[p.BATCH_SIZE] = result.batch_size
+        params: dict[str, p.ParamValue] = {
+            **timing.timing_parameters(result.timings_ns, result.batch_size)}
         outputs = tuple(p.InferTensor(s.name, s.datatype, result.outputs[s.name].shape,
                                       result.outputs[s.name]) for s in meta.outputs
                         if wanted is None or s.name in wanted)
-        params[p.SERVER_TOTAL_NS] = time.perf_counter_ns() - began_ns
+        params[p.SERVER_TOTAL_NS] = time.perf_counter_ns() - began_ns  # the server's own
         return p.InferResponse(meta.name, meta.versions[0], req.id, outputs, params)
 
     async def drain(self) -> bool:

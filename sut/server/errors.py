@@ -1,7 +1,7 @@
 """Errors of the OIP servers, and the HTTP status and gRPC code each one is answered with.
 
     SutError                     (sut.errors)
-     ├── InvalidInput            400  INVALID_ARGUMENT   also oipwire.codec.ProtocolError
+     ├── InvalidInput            400  INVALID_ARGUMENT   also oipwire.ProtocolError
      ├── Overloaded              429  RESOURCE_EXHAUSTED the batcher queue is full
      ├── RequestTimeout          504  DEADLINE_EXCEEDED  expired in the queue, never run
      └── ServerError
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oipwire.codec import ProtocolError
+from oipwire.errors import ProtocolError
 from sut.errors import InvalidInput, Overloaded, RequestTimeout, SutError
 
 __all__ = [

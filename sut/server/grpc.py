@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 import grpc  # type: ignore[import-untyped]
 from google.protobuf.message import DecodeError, Message
 
-from oipwire import codec as p
+import oipwire as p
 from oipwire.proto import SERVICE_NAME
 from oipwire.proto import grpc_predict_v2_pb2 as pb
 from sut.server.core import ServerCore

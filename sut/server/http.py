@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from oipwire import codec as p
+import oipwire as p
 from sut.errors import InvalidInput
 from sut.server.core import ServerCore
 from sut.server.errors import PayloadTooLarge, Unavailable, answer_for

@@ -18,8 +18,8 @@ from loadgen.adapters.http import HttpSut
 from loadgen.adapters.registry import make_sut
 from loadgen.api import run_loop
 from loadgen.errors import SutError, SutSpecError
-from tests.loadgen.oip_echo import ROOT, spawn
 from tests.loadgen.test_http_adapter_functional import COMPONENTS, OFFLINE, SERVER, run
+from tests.oipwire.oip_echo import ROOT, spawn
 
 
 def test_spec_and_options() -> None:

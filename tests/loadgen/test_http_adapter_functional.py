@@ -22,7 +22,7 @@ from loadgen.adapters.remote import Job, Pending
 from loadgen.api import run_async, run_loop
 from loadgen.errors import SutError, SutSpecError
 from loadgen.plan.settings import load_settings
-from tests.loadgen.oip_echo import Behaviour, EchoServer, spawn
+from tests.oipwire.oip_echo import Behaviour, EchoServer, spawn
 
 SERVER = ["preset='dev'", "target_qps=500", "target_latency_ms=100", "warmup_s=0.5",
           "min_duration_s=1", "min_query_count=200", "max_issue_lag_ms=25"]
@@ -44,12 +44,18 @@ class _After:
         pass
 
 
+def as_dict(result: Any) -> dict[str, Any]:
+    """A run's result document (`run_async` answers a `RunResult`, or a dict before it)."""
+    doc: dict[str, Any] = result.to_dict() if hasattr(result, "to_dict") else result
+    return doc
+
+
 def run(sut: SystemUnderTest, overrides: list[str],
         during: Callable[[], object] | None = None) -> dict[str, Any]:
     """One run on uvloop; `during()` is called 0.8 s into it."""
     monitors = [_After(during)] if during is not None else []
     coro = run_async(load_settings(None, overrides), sut, monitors=monitors)
-    return run_loop(asyncio.wait_for(coro, 60))
+    return as_dict(run_loop(asyncio.wait_for(coro, 60)))
 
 
 # -- pure parts ------------------------------------------------------------------------------
@@ -263,8 +269,8 @@ def test_https_functional(tmp_path: Path) -> None:
         port, _ = await server.start()
         try:
             sut = HttpSut.from_spec(f"https://127.0.0.1:{port}/echo?{query}")
-            return await run_async(load_settings(None, [*SERVER, "min_duration_s=0.5",
-                                                        "max_issue_lag_ms=100"]), sut)
+            settings = load_settings(None, [*SERVER, "min_duration_s=0.5", "max_issue_lag_ms=100"])
+            return as_dict(await run_async(settings, sut))
         finally:
             await server.stop()
 

@@ -15,10 +15,11 @@ import pytest
 
 from loadgen.adapters.inprocess import InProcessSut, _kind
 from loadgen.errors import SutError, SutSpecError
+from oipwire import timing
 from sut import errors as sut_errors
 from tests.sut import user_models
 
-PHASES = {"queue", "batch_formation", "h2d", "compute", "d2h", "postprocess", "server_total"}
+PHASES = set(timing.COMPONENTS)  # the names a remote run records too
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oipwire import codec as p
+import oipwire as p
 from oipwire.proto import SERVICE_NAME
 from oipwire.proto import grpc_predict_v2_pb2 as pb
 from sut.server.core import ServerConfig

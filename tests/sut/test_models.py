@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from oipwire.datatypes import TensorSpec
 from sut.errors import ConfigError, InvalidInput, ModelLoadError
 from sut.models import BUILTIN_MODELS, cache_dir, load_model
 from sut.models import digits as digits_module
-from sut.tensors import TensorSpec
 
 
 def _forward(name: str, options: dict[str, str] | None = None, rows: int = 3) -> np.ndarray:
@@ -103,6 +103,8 @@ def test_user_model_outputs_found_by_name() -> None:
 
 @pytest.mark.parametrize("model, options, error", [
     ("import:tests.sut.user_models:not_a_module", {"input_shape": "4"}, ModelLoadError),
+    ("import:tests.sut.user_models:bytes_input", {}, ModelLoadError),  # no torch dtype
+    ("import:tests.sut.user_models:bad_shape", {}, ModelLoadError),
     ("import:tests.sut.no_such_module:f", {"input_shape": "4"}, ModelLoadError),
     ("import:tests.sut.user_models", {"input_shape": "4"}, ModelLoadError),
     ("import:tests.sut.user_models:two_heads", {}, ConfigError),

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from oipwire.datatypes import TensorSpec
 from sut.errors import ConfigError, ModelLoadError
 from sut.models import load_model
-from sut.tensors import TensorSpec
 from sut.workers import (
     PRECISIONS,
     Executor,

@@ -7,7 +7,7 @@ import threading
 import torch
 from torch import nn
 
-from sut.tensors import TensorSpec
+from oipwire.datatypes import TensorSpec
 
 #: set to let `gated` models compute; tests clear it to hold a worker busy
 GATE = threading.Event()
@@ -69,3 +69,17 @@ def two_heads() -> nn.Module:
 
 def not_a_module() -> object:
     return object()
+
+
+def bytes_input() -> nn.Module:
+    """Declares a BYTES input: valid on the wire, but torch has no dtype for it."""
+    module = Echo()
+    module.input_specs = (("x", "BYTES", (-1, 4)),)  # type: ignore[assignment]
+    return module
+
+
+def bad_shape() -> nn.Module:
+    """Declares an input shape no spec may have."""
+    module = Echo()
+    module.input_specs = (("x", "FP32", (-1, -4)),)  # type: ignore[assignment]
+    return module

@@ -1,13 +1,15 @@
-"""Tests for oipwire.codec: roundtrips, spec examples, malformed input (no sockets)."""
+"""Tests for oipwire.codec: roundtrips, spec examples, malformed input (no sockets).
+
+The tensors (`oipwire.tensors`) and gRPC field helpers (`oipwire.grpc_fields`) are tested
+here too, beside the REST codec that shares their validation; the datatype table and the
+tensor spec are in test_datatypes.py, the timing vocabulary in test_timing.py.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import struct
-import subprocess
-import sys
-import types
 from typing import Any
 
 import numpy as np
@@ -15,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oipwire import codec as p
-from oipwire.codec import (
+import oipwire as p
+from oipwire import (
     InferRequest,
     InferResponse,
     InferTensor,
@@ -48,19 +50,6 @@ def sample(datatype: str, shape: tuple[int, ...] = (2, 3), name: str = "") -> In
 def roundtrip_request(req: InferRequest, **kw: bool) -> InferRequest:
     body, headers = p.encode_request(req, **kw)
     return p.decode_request(body, headers.get(p.HEADER_LENGTH))
-
-
-def test_datatype_mapping_both_ways() -> None:
-    for datatype in p.DATATYPES:
-        assert p.datatype_of(p.numpy_dtype(datatype)) == datatype
-    assert p.datatype_of(np.dtype(">f4")) == "FP32"
-    assert p.datatype_of(np.dtype("S3")) == "BYTES"
-    with pytest.raises(ProtocolError, match="BF16 is not supported"):
-        p.numpy_dtype("BF16")
-    with pytest.raises(ProtocolError, match="unknown datatype 'FLOAT'"):
-        p.numpy_dtype("FLOAT")
-    with pytest.raises(ProtocolError, match="complex128"):
-        p.datatype_of(np.dtype(complex))
 
 
 @pytest.mark.parametrize("datatype", p.DATATYPES)
@@ -321,16 +310,6 @@ def test_metadata_documents() -> None:
     with pytest.raises(ProtocolError, match="'x': bad metadata shape"):
         p.model_metadata("m", [], "p", [("x", "FP32", [-2])], [])
     assert json.loads(p.error_body('bad "x"')) == {"error": 'bad "x"'}
-
-
-def test_public_names_and_no_transport_imports() -> None:
-    public = {n for n, v in vars(p).items() if not n.startswith("_") and (
-        isinstance(v, str | int | tuple | types.UnionType)
-        or getattr(v, "__module__", None) == p.__name__)}
-    assert sorted(p.__all__) == sorted(public)
-    code = ("import sys, oipwire.codec; bad = {'aiohttp', 'grpc', 'google.protobuf'}"
-            " & set(sys.modules); assert not bad, bad")
-    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # --- property tests: any input gives a request or a ProtocolError, never another error ---

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 
+import oipwire as p
 from oipwire import proto as oip_proto
-from oipwire import codec as p
 from oipwire.proto import grpc_predict_v2_pb2 as pb
 from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
 
@@ -113,7 +113,7 @@ def test_parameter_oneof_and_wire_bytes() -> None:
 
 
 def test_codec_wiring_roundtrip() -> None:
-    """The wiring a gRPC client and server do around oipwire.codec, in a few lines."""
+    """The wiring a gRPC client and server do around oipwire, in a few lines."""
     x = p.InferTensor.from_numpy("x", np.arange(6, dtype=np.float16).reshape(2, 3))
     s = p.InferTensor.from_numpy("s", np.array([b"a", b"\xff"], dtype=object))
     msg = pb.ModelInferRequest(model_name="m", id="7")

@@ -1,11 +1,12 @@
 """A minimal Open Inference Protocol server (HTTP on aiohttp, gRPC on grpc.aio) for tests.
 
-Model `echo`: input `x` and output `y`, FP32 [-1, 4]; `y` is `x`. Every answer carries the
-timing parameters (`queue_ns`, `batch_formation_ns`, `compute_ns`, `server_total_ns`,
-`batch_size`). `Behaviour` injects faults by request count: every `fail_every`-th infer
-answers `fail_status` (HTTP) / `fail_code` (gRPC), every `reset_every`-th drops the HTTP
+Model `echo`: input `x` and output `y`, FP32 [-1, 4]; `y` is `x`. Every answer carries
+some of the timing parameters of `oipwire.timing` (`queue_ns`, `batch_formation_ns`,
+`compute_ns`, `server_total_ns`, `batch_size`), as a server that measures less would.
+`Behaviour` injects faults by request count: every `fail_every`-th infer answers
+`fail_status` (HTTP) / `fail_code` (gRPC), every `reset_every`-th drops the HTTP
 connection, every `hang_every`-th is never answered. In process: `await EchoServer(...).start()`;
-as a process: `python -m tests.loadgen.oip_echo [--sleep-ms 1 ...]` prints
+as a process: `python -m tests.oipwire.oip_echo [--sleep-ms 1 ...]` prints
 `{"http": PORT, "grpc": PORT}` on one line, then serves until killed (`spawn` does this).
 """
 
@@ -29,7 +30,7 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 from aiohttp import web
 
-from oipwire import codec as p
+import oipwire as p
 from oipwire.proto import grpc_predict_v2_pb2 as pb
 from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
 
@@ -229,7 +230,7 @@ class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
 def spawn(**behaviour: Any) -> Iterator[Echo]:
     """Run the server in a child process (`Behaviour` fields as keywords); killed on exit."""
     args = [f"--{k.replace('_', '-')}={v}" for k, v in behaviour.items()]
-    proc = subprocess.Popen([sys.executable, "-m", "tests.loadgen.oip_echo", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.oipwire.oip_echo", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
