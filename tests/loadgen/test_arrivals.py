@@ -1,12 +1,14 @@
 """Arrival processes: seeded statistical checks and tables, no event loop; trace files."""
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
-from loadgen.plan.arrivals import Burst, Constant, Gamma, Poisson, Steps, Trace, arrival_for
 from loadgen.errors import SettingsError
+from loadgen.plan.arrivals import Burst, Constant, Gamma, Poisson, Steps, Trace
+from loadgen.plan.plan import RunPlan, arrival_for
 from loadgen.plan.schedule import open_loop_offsets, partition, plan_queries
 from loadgen.plan.settings import load_settings
 from loadgen.plan.tracefile import read_schedule, read_trace
@@ -107,8 +109,8 @@ def test_a_single_burst():
 def test_chunking_does_not_change_any_schedule(extra):
     s = load_settings(None, ["preset='dev'", "target_latency_ms=10", "target_qps=2000",
                              "min_duration_s=1", *extra])
-    small = np.concatenate(list(open_loop_offsets(arrival_for(s), s, 1000)))
-    large = np.concatenate(list(open_loop_offsets(arrival_for(s), s, 8192)))
+    small = np.concatenate(list(open_loop_offsets(RunPlan.of(s), 1000)))
+    large = np.concatenate(list(open_loop_offsets(RunPlan.of(s), 8192)))
     assert len(small) == len(large)
     assert np.abs(small - large).max() <= 1  # float rounding only
 
@@ -178,16 +180,21 @@ def test_saved_schedules_are_read_as_they_are(tmp_path):
             read_schedule(f)
 
 
+def _with(settings, process):
+    """The plan of `settings`, walking `process` instead of the one they name."""
+    return dataclasses.replace(RunPlan.of(settings), arrival=process)
+
+
 def test_a_trace_is_planned_whole_with_duplicates_across_chunks(tmp_path):
     offsets = np.repeat(np.arange(50, dtype=np.int64) * 1_000_000, 3)
     trace = Trace("x", "0" * 64, offsets)
     s = load_settings(None, ["preset='dev'", "target_latency_ms=10", "min_duration_s=0.001",
                              "min_query_count=1"])
-    planned = np.concatenate(list(open_loop_offsets(trace, s, chunk=7)))
+    planned = np.concatenate(list(open_loop_offsets(_with(s, trace), chunk=7)))
     assert np.array_equal(planned, offsets)  # not cut at the minimums, nothing lost at edges
     s = load_settings(None, ["preset='dev'", "target_latency_ms=10", "min_duration_s=0",
                              "min_query_count=1", "max_query_count=20"])
-    assert len(np.concatenate(list(open_loop_offsets(trace, s, chunk=7)))) == 20
+    assert len(np.concatenate(list(open_loop_offsets(_with(s, trace), chunk=7)))) == 20
 
 
 def test_trace_settings_resolve_relative_to_the_toml_file(tmp_path):
@@ -202,12 +209,12 @@ def test_trace_settings_resolve_relative_to_the_toml_file(tmp_path):
 def test_partition_is_a_round_robin_of_the_whole_plan():
     s = load_settings(None, ["preset='dev'", "target_latency_ms=10", "target_qps=5000",
                              "min_duration_s=4"])
-    offsets, samples = plan_queries(s)
+    offsets, samples = plan_queries(RunPlan.of(s))
     whole = [(o, tuple(r)) for chunk in offsets for o, r in zip(chunk, next(samples),
                                                                  strict=False)]
     shares = []
     for i in range(3):
-        mine_offsets, mine_rows = partition(plan_queries(s), i, 3)
+        mine_offsets, mine_rows = partition(plan_queries(RunPlan.of(s)), i, 3)
         shares.append([(o, tuple(r)) for chunk in mine_offsets
                        for o, r in zip(chunk, next(mine_rows), strict=False)])
     assert len(whole) > 8192 * 2  # crosses chunk edges

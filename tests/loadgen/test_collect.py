@@ -1,12 +1,17 @@
-"""The collector's bulk work: `tidy` flushes a slice of the fullest buffer, losing nothing."""
+"""The collector: `tidy` flushes a slice of the fullest buffer, losing nothing; late answers
+and error kinds are counted once, and boundedly."""
+
+from pathlib import Path
 
 import numpy as np
 
-from loadgen.record.collect import TIDY_AT, Collector
-from loadgen.record.querylog import QueryLog, read_binary
+from loadgen.record.collect import MAX_ERROR_KINDS, TIDY_AT, Collector
 from loadgen.record.histograms import FLUSH_SLICE
+from loadgen.record.querylog import QueryLog, read_binary
+from loadgen.record.tally import RunTimes
 
 MS = 1_000_000
+TIMES = RunTimes(0, 0, 0, 0, False, 0)
 
 
 def _feed(c: Collector, queries: int) -> None:
@@ -15,7 +20,7 @@ def _feed(c: Collector, queries: int) -> None:
         c.done(q, q * MS + 500 + (q % 97) * 1000)
 
 
-def test_tidy_flushes_the_fullest_buffer_a_slice_at_a_time():
+def test_tidy_flushes_the_fullest_buffer_a_slice_at_a_time() -> None:
     c = Collector(slo_ns=50 * MS)
     c.started(0, 0)
     _feed(c, TIDY_AT + 300)
@@ -26,14 +31,14 @@ def test_tidy_flushes_the_fullest_buffer_a_slice_at_a_time():
         assert sorted(r.pending for r in recorders) == [300] * (5 - left) + [TIDY_AT + 300] * (
             left - 1)
     assert not c.tidy()  # nothing holds a whole slice: left for the end of the run
-    tally = c.tally()
+    tally = c.tally(TIMES)
     assert tally.queries == TIDY_AT + 300
     for name in ("latency_ns", "service_latency_ns", "issue_lag_ns", "query_latency_ns"):
         assert tally.histograms[name].total_count == TIDY_AT + 300
     assert sum(b.queries for b in tally.windows.timeline) == TIDY_AT + 300
 
 
-def test_tidy_writes_the_query_log_when_it_is_fullest(tmp_path):
+def test_tidy_writes_the_query_log_when_it_is_fullest(tmp_path: Path) -> None:
     log = QueryLog(tmp_path)
     c = Collector(slo_ns=50 * MS, log=log)
     c.started(0, 0)
@@ -45,3 +50,40 @@ def test_tidy_writes_the_query_log_when_it_is_fullest(tmp_path):
     assert np.array_equal(rows["query_id"], np.arange(FLUSH_SLICE))
     assert not c.tidy()
     log.close()
+
+
+def test_an_answer_after_its_query_timed_out_or_failed_is_late_and_counted_once() -> None:
+    finished: list[int] = []
+    c = Collector(slo_ns=50 * MS, query_timeout_ns=10 * MS, on_finish=finished.append)
+    c.started(0, 0)
+    for q in range(3):
+        c.issued_query(q, q * MS, q * MS + 100, 1, True)
+    c.expire(10 * MS)  # query 0's deadline: it fails as a timeout
+    c.failed(1, 11 * MS, "boom")
+    c.done(2, 12 * MS)
+    assert (c.in_flight, c.finished, c.late) == (0, 3, 0)
+    c.done(0, 20 * MS)  # the timed-out query's answer arrives after all
+    c.done(1, 21 * MS)  # an answer to a query that already failed
+    c.failed(2, 22 * MS, "boom")  # a failure of a query that already succeeded
+    c.done(2, 23 * MS)  # and a second answer
+    assert c.late == 4 and c.finished == 3 and finished == [10 * MS, 11 * MS, 12 * MS]
+    tally = c.tally(TIMES)
+    assert tally.late == 4
+    assert tally.errors_by_kind == {"timeout": 1, "boom": 1}  # no second error for query 2
+    assert tally.queries == 1 and tally.histograms["query_latency_ns"].total_count == 1
+    assert tally.last_done_ns == 12 * MS  # the late answers recorded nothing
+    assert sum(b.errors for b in tally.windows.timeline) == 2
+
+
+def test_error_kinds_are_capped_and_the_rest_counted_as_other() -> None:
+    c = Collector(slo_ns=MS)
+    c.started(0, 0)
+    kinds = [f"kind_{i}" for i in range(MAX_ERROR_KINDS + 5)]
+    for q, kind in enumerate([*kinds, "kind_0", "kind_70"]):
+        c.issued_query(q, q * MS, q * MS, 1, True)
+        c.failed(q, q * MS + 1, kind)
+    errors = c.tally(TIMES).errors_by_kind
+    assert set(errors) == set(kinds[:MAX_ERROR_KINDS]) | {"other"}
+    assert errors["other"] == 6  # five new kinds past the cap, then kind_70 again
+    assert errors["kind_0"] == 2  # a kind seen before the cap keeps its own count
+    assert sum(errors.values()) == len(kinds) + 2  # nothing dropped

@@ -7,16 +7,17 @@ import pytest
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_async, run_loop, run_test
-from loadgen.record.collect import Collector
+from loadgen.engine.processes import workers_warning
 from loadgen.errors import SettingsError, SutError
-from loadgen.engine.processes import run_workers, workers_warning
-from loadgen.record.querylog import read_binary
-from loadgen.record.histograms import summary_ns
 from loadgen.plan.settings import load_settings
-from loadgen.record.tally import HISTOGRAMS, merge_tallies
 from loadgen.plan.tracefile import read_schedule
+from loadgen.record.collect import Collector
+from loadgen.record.histograms import summary_ns
+from loadgen.record.querylog import read_binary
+from loadgen.record.tally import HISTOGRAMS, RunTimes, merge_tallies
 
 MS = 1_000_000
+TIMES = RunTimes(0, 0, 10_000 * MS, 10_000 * MS, False, 0)
 DEV = ["preset='dev'", "target_latency_ms=50", "min_duration_s=0.6", "min_query_count=100",
        "target_qps=1500", "warmup_s=0.2", "max_issue_lag_ms=1000"]
 
@@ -43,7 +44,7 @@ def test_merged_tallies_equal_the_same_queries_recorded_in_one_process(parts):
     shares = [Collector(3 * MS) for _ in range(parts)]
     for i, c in enumerate(shares):
         _record(c, range(i, n, parts), when, latency, service)
-    whole, merged = one.tally(), merge_tallies([c.tally() for c in shares])
+    whole, merged = one.tally(TIMES), merge_tallies([c.tally(TIMES) for c in shares])
     for name in HISTOGRAMS:  # exact: same layout, counts added
         assert np.array_equal(np.ctypeslib.as_array(whole.histograms[name].counts),
                               np.ctypeslib.as_array(merged.histograms[name].counts))
@@ -64,7 +65,7 @@ def test_one_issuer_scenarios_refuse_several_workers():
             load_settings(None, ["target_latency_ms=5", "workers=2", extra])
         assert any(p.startswith("workers: ") and word in p for p in err.value.problems), extra
     s = load_settings(None, [*DEV, "workers=2"])
-    with pytest.raises(SettingsError, match="run_workers"):
+    with pytest.raises(SettingsError, match="need a SUT spec"):
         run_loop(run_async(s, NullSut()))
 
 
@@ -79,16 +80,18 @@ def test_builtin_and_too_many_workers_warn(monkeypatch):
 
 def test_two_workers_on_the_null_sut_make_one_ordinary_result(tmp_path):
     settings = load_settings(None, [*DEV, "workers=2"])
-    r = run_workers(settings, "null", tmp_path / "two")
+    r = run_test(settings, "null", tmp_path / "two")
     single = run_test(dataclasses.replace(settings, workers=1), NullSut(), tmp_path / "one")
-    assert set(r) - set(single) == {"workers"} and set(single) <= set(r)
-    assert r["workers"]["count"] == 2 and len(r["workers"]["per_worker"]) == 2
-    assert sum(w["queries"] for w in r["workers"]["per_worker"]) == r["queries"]
-    assert all(w["cpu_s"] > 0 and 0 < w["cpu_share"] < 1.5 for w in r["workers"]["per_worker"])
-    assert r["queries"] == single["queries"] > 800  # the same plan, whoever issues it
-    assert r["errors"] == 0 and r["unfinished"] == 0
-    assert r["schedule"]["sha256"] == single["schedule"]["sha256"]
-    assert sum(w["queries"] for w in r["timeline"]) == r["queries"]
+    keys, single_keys = set(r.to_dict()), set(single.to_dict())
+    assert keys - single_keys == {"workers"} and single_keys <= keys
+    assert r.workers is not None and single.workers is None
+    assert r.workers["count"] == 2 and len(r.workers["per_worker"]) == 2
+    assert sum(w["queries"] for w in r.workers["per_worker"]) == r.stats.queries
+    assert all(w["cpu_s"] > 0 and 0 < w["cpu_share"] < 1.5 for w in r.workers["per_worker"])
+    assert r.stats.queries == single.stats.queries > 800  # the same plan, whoever issues it
+    assert r.stats.errors == 0 and r.stats.unfinished == 0
+    assert r.schedule["sha256"] == single.schedule["sha256"]
+    assert sum(w["queries"] for w in r.stats.timeline) == r.stats.queries
     # the merged query log: global ids, every planned query issued at its planned offset
     rows, kinds = read_binary(tmp_path / "two")
     rows = rows[np.argsort(rows["query_id"])]
@@ -104,4 +107,4 @@ def test_two_workers_on_the_null_sut_make_one_ordinary_result(tmp_path):
 def test_a_failing_worker_fails_the_run():
     settings = load_settings(None, [*DEV, "workers=2"])
     with pytest.raises(SutError, match=r"load process \d failed: .*bogus"):
-        run_workers(settings, "sim:bogus=1")
+        run_test(settings, "sim:bogus=1")

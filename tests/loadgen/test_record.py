@@ -12,8 +12,8 @@ import numpy.typing as npt
 import pytest
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
-from loadgen.record import histograms as record
 from loadgen.errors import ResultError
+from loadgen.record import histograms as record
 from loadgen.record.histograms import HIGHEST_NS, Recorder, new_histogram, record_array
 
 PERCENTILES = (0.0, 1.0, 25.0, 50.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0)

@@ -5,6 +5,7 @@ import pytest
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_async, run_loop
+from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.settings import load_settings
 from tests.loadgen.fakes import FunctionSut
 
@@ -20,9 +21,9 @@ def test_single_stream_keeps_one_query_in_flight():
     sut = FunctionSut(lambda q, s, now: [1 * MS])
     r = _run(sut, "scenario='SingleStream'", "min_query_count=50")
     assert sut.max_in_flight == 1
-    assert r["queries"] >= 50 and r["valid"], r["reasons"]
+    assert r.stats.queries >= 50 and r.valid, r.verdict.reasons
     # each next query is issued right after the previous completes: latency ~ service time
-    assert 1 * MS <= r["latency_ns"]["p50"] < 1.5 * MS
+    assert 1 * MS <= r.stats.latency_ns.p50 < 1.5 * MS
     issue_times = np.array([t for _, _, t in sut.issued])
     assert np.diff(issue_times).min() >= 1 * MS
 
@@ -34,9 +35,9 @@ def test_multi_stream_issues_eight_samples_and_times_the_slowest():
     assert {n for _, n, _ in sut.issued} == {8}
     assert sut.max_in_flight == 1
     # query latency is the slowest sample (8 ms); per-sample latencies spread 1..8 ms
-    assert 8 * MS <= r["query_latency_ns"]["p50"] < 9 * MS
-    assert r["latency_ns"]["min"] < 1.2 * MS and r["latency_ns"]["max"] >= 8 * MS
-    assert r["headline"]["name"].endswith("p99_latency_ns")
+    assert 8 * MS <= r.stats.query_latency_ns.p50 < 9 * MS
+    assert r.stats.latency_ns.min < 1.2 * MS and r.stats.latency_ns.max >= 8 * MS
+    assert r.headline.name.endswith("p99_latency_ns")
 
 
 def test_server_keeps_issuing_through_a_stall_and_counts_from_schedule():
@@ -59,9 +60,9 @@ def test_server_keeps_issuing_through_a_stall_and_counts_from_schedule():
     assert 150 <= during <= 260
     assert sut.max_in_flight >= 150
     # those queries count from their scheduled times: p99 and max reflect the stall
-    assert r["latency_ns"]["max"] >= 180 * MS
-    assert r["overlatency"] >= 100
-    assert not r["valid"] and any("early stopping" in x for x in r["reasons"])
+    assert r.stats.latency_ns.max >= 180 * MS
+    assert r.stats.overlatency >= 100
+    assert not r.valid and ReasonCode.EARLY_STOPPING in r.verdict.codes
 
 
 def test_offline_issues_one_query_with_every_sample():
@@ -70,17 +71,17 @@ def test_offline_issues_one_query_with_every_sample():
              "min_query_count=1")
     assert len(sut.issued) == 1
     assert sut.issued[0][1] == 110  # 1.1 x 1000 QPS x 0.1 s
-    assert r["samples"] == 110 and r["queries"] == 1
+    assert r.stats.samples == 110 and r.stats.queries == 1
 
 
 def test_null_sut_run_is_valid_and_fast():
     # speed is judged by benchmarks/issue_capacity.py; here a loaded CI box may stall ms
     r = _run(NullSut(), "target_qps=5000", "target_latency_ms=50", "min_query_count=500",
              "max_issue_lag_ms=50")
-    assert r["valid"], r["reasons"]
-    assert r["queries"] >= 500
-    assert r["issue_lag_ns"]["p50"] < 1 * MS
-    assert r["qps_scheduled"] == pytest.approx(5000, rel=0.1)
+    assert r.valid, r.verdict.reasons
+    assert r.stats.queries >= 500
+    assert r.stats.issue_lag_ns.p50 < 1 * MS
+    assert r.stats.qps_scheduled == pytest.approx(5000, rel=0.1)
 
 
 def test_closed_loop_concurrency_and_warning():
@@ -88,52 +89,52 @@ def test_closed_loop_concurrency_and_warning():
     r = _run(sut, "arrival='closed'", "concurrency=4", "target_latency_ms=50",
              "min_query_count=50")
     assert sut.max_in_flight == 4
-    assert any("closed-loop" in w for w in r["warnings"])
+    assert any("closed-loop" in w for w in r.verdict.warnings)
 
 
 def test_a_sut_that_never_answers_ends_invalid_after_the_drain():
     sut = FunctionSut(lambda q, s, now: None)
     r = _run(sut, "target_qps=200", "target_latency_ms=50", "drain_timeout_s=0.2",
              "min_query_count=10")
-    assert r["unfinished"] == r["errors"] > 0
-    assert r["errors_by_kind"] == {"unfinished": r["errors"]}
-    assert not r["valid"]
+    assert r.stats.unfinished == r.stats.errors > 0
+    assert r.stats.errors_by_kind == {"unfinished": r.stats.errors}
+    assert not r.valid
 
 
 def test_query_timeout_fails_slow_queries():
     sut = FunctionSut(lambda q, s, now: [50 * MS] if q % 2 else [MS])
     r = _run(sut, "target_qps=200", "target_latency_ms=100", "query_timeout_ms=20",
              "min_query_count=10")
-    assert r["errors_by_kind"].get("timeout", 0) > 10
-    assert r["latency_ns"]["max"] < 20 * MS
-    assert not r["valid"]
+    assert r.stats.errors_by_kind.get("timeout", 0) > 10
+    assert r.stats.latency_ns.max < 20 * MS
+    assert not r.valid
 
 
 def test_warmup_queries_are_not_measured():
     sut = FunctionSut(lambda q, s, now: [MS])
     r = _run(sut, "target_qps=1000", "target_latency_ms=50", "warmup_s=0.2",
              "min_query_count=10")
-    assert len(sut.issued) > r["queries"] + 100
-    assert not any("no warm-up" in w for w in r["warnings"])
+    assert len(sut.issued) > r.stats.queries + 100
+    assert not any("no warm-up" in w for w in r.verdict.warnings)
 
 
 def test_a_plan_longer_than_planned_ahead_is_issued_whole_and_in_order(tmp_path, monkeypatch):
     from loadgen.engine import runner
-    from loadgen.plan.arrivals import arrival_for
-    from loadgen.record.querylog import read_binary
+    from loadgen.plan.plan import RunPlan
     from loadgen.plan.schedule import open_loop_offsets
+    from loadgen.record.querylog import read_binary
 
     monkeypatch.setattr(runner, "PLAN_AHEAD_VALUES", 4096)  # 2048 one-sample queries ahead
     settings = load_settings(None, ["preset='dev'", "target_qps=20000", "target_latency_ms=50",
                                     "min_duration_s=0.4", "warmup_s=0", "min_query_count=100",
                                     "max_issue_lag_ms=1000"])
     r = run_loop(run_async(settings, NullSut(), log_dir=tmp_path))
-    want = np.concatenate(list(open_loop_offsets(arrival_for(settings), settings)))
+    want = np.concatenate(list(open_loop_offsets(RunPlan.of(settings))))
     assert want.size > 3 * 2048
     rows, _ = read_binary(tmp_path)
     assert np.array_equal(rows["query_id"], np.arange(want.size))
     assert np.array_equal(rows["scheduled_ns"], want)  # relative to the run's start
-    assert r["queries"] == want.size
+    assert r.stats.queries == want.size
 
 
 class _ThreadedSut(FunctionSut):
@@ -153,7 +154,7 @@ def test_engine_waits_without_the_gil_only_for_sut_threads(monkeypatch, sut_clas
     monkeypatch.setattr(runner, "_sleep_until", lambda t: targets.append(t) or real(t))
     sut = sut_class(lambda q, s, now: [100_000])
     r = _run(sut, "target_qps=2000", "target_latency_ms=50", "min_query_count=200")
-    assert r["queries"] >= 200 and r["errors"] == 0
+    assert r.stats.queries >= 200 and r.stats.errors == 0
     assert (len(targets) > 100) is waits_without_gil
 
 

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from loadgen.plan.arrivals import Constant, Poisson, arrival_for
 from loadgen.errors import SettingsError
+from loadgen.plan.arrivals import Constant, Poisson
+from loadgen.plan.plan import RunPlan
 from loadgen.plan.qsl import QuerySampleLibrary, accuracy_queries, sample_chunks
 from loadgen.plan.schedule import open_loop_offsets
 from loadgen.plan.settings import load_settings
@@ -13,7 +14,7 @@ def _settings(*extra):
 
 
 def _all(settings, chunk=4096):
-    return np.concatenate(list(open_loop_offsets(arrival_for(settings), settings, chunk)))
+    return np.concatenate(list(open_loop_offsets(RunPlan.of(settings), chunk)))
 
 
 def test_same_seed_same_schedule_other_seed_differs():
@@ -95,15 +96,14 @@ def test_a_saved_schedule_replays_bit_for_bit(tmp_path):
     from loadgen.adapters.null import NullSut
     from loadgen.api import run_test
     from loadgen.cli.main import main
-    from loadgen.record.querylog import read_binary
     from loadgen.plan.schedule import replay_settings
+    from loadgen.record.querylog import read_binary
 
     s = _settings("arrival='gamma'", "burstiness=0.5", "target_qps=2000", "min_duration_s=0.5",
                   "max_issue_lag_ms=1000")
     first = run_test(s, NullSut(), tmp_path / "a")
-    assert first["schedule"]["process"] == {"kind": "gamma", "rate_qps": 2000.0, "shape": 0.5}
-    assert first["schedule"]["seed"] == s.schedule_rng_seed and "loadgen_version" in first[
-        "schedule"]
+    assert first.schedule["process"] == {"kind": "gamma", "rate_qps": 2000.0, "shape": 0.5}
+    assert first.schedule["seed"] == s.schedule_rng_seed and "loadgen_version" in first.schedule
     replay = replay_settings(tmp_path / "a")
     assert replay.schedule_file == str(tmp_path / "a" / "schedule.bin")
     second = run_test(replay, NullSut(), tmp_path / "b")
@@ -111,8 +111,8 @@ def test_a_saved_schedule_replays_bit_for_bit(tmp_path):
                  str(tmp_path / "c"), "--quiet"]) in (0, 1)
     files = [(tmp_path / d / "schedule.bin").read_bytes() for d in "abc"]
     assert files[0] == files[1] == files[2]
-    assert second["schedule"]["sha256"] == first["schedule"]["sha256"]
-    assert second["schedule"]["arrival"] == "gamma"  # still described as what it was
+    assert second.schedule["sha256"] == first.schedule["sha256"]
+    assert second.schedule["arrival"] == "gamma"  # still described as what it was
     logs = [read_binary(tmp_path / d)[0] for d in "ab"]
     assert np.array_equal(logs[0]["scheduled_ns"], logs[1]["scheduled_ns"])
     # a schedule.bin that no longer matches its result.json is refused
@@ -138,18 +138,18 @@ def test_a_replayed_trace_issues_at_the_recorded_offsets_scaled(tmp_path):
     rows, _ = read_binary(tmp_path / "run")
     expected = np.round((np.array([float(f"{t:.6f}") for t in stamps]) - float(
         f"{stamps[0]:.6f}")) * 0.5e9).astype(np.int64)
-    assert r["queries"] == len(rows) == len(stamps)  # the whole trace, nothing more
+    assert r.stats.queries == len(rows) == len(stamps)  # the whole trace, nothing more
     assert np.array_equal(rows["scheduled_ns"], expected)
     lag = rows["sent_ns"] - rows["scheduled_ns"]
     # issued at those offsets: the median within the default 2 ms issue-lag bound (the
     # p99 is left to the verdict: this machine is shared and its tail is noisy)
     assert lag.min() >= 0 and np.median(lag) < 2 * MS
-    assert r["schedule"]["process"]["kind"] == "trace" and r["schedule"]["process"][
+    assert r.schedule["process"]["kind"] == "trace" and r.schedule["process"][
         "queries"] == len(stamps)
 
 
 def test_closed_loop_runs_describe_no_schedule():
     from loadgen.plan.schedule import describe_schedule
 
-    assert describe_schedule(_settings("scenario='SingleStream'")) == {"arrival": "closed"}
-    assert describe_schedule(_settings("scenario='Offline'")) == {"arrival": "none"}
+    assert describe_schedule(RunPlan.of(_settings("scenario='SingleStream'"))) == {"arrival": "closed"}
+    assert describe_schedule(RunPlan.of(_settings("scenario='Offline'"))) == {"arrival": "none"}

@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 
 from loadgen.api import run_async, run_loop
-from loadgen.record.histograms import percentile_ns
-from loadgen.report.summary import render_summary
 from loadgen.plan.settings import load_settings
-from loadgen.record.tally import Tally
+from loadgen.record.histograms import percentile_ns
+from loadgen.record.tally import RunTimes, Tally
 from loadgen.record.windows import (
     MAX_WINDOWS,
     WindowCounts,
@@ -16,6 +15,7 @@ from loadgen.record.windows import (
     merge_windows,
     timeline_report,
 )
+from loadgen.report.summary import render_summary
 from tests.loadgen.fakes import FunctionSut
 
 MS = 1_000_000
@@ -107,7 +107,7 @@ def test_a_step_plan_changes_the_rate_and_reports_each_step():
         "target_latency_ms=15", "warmup_s=0.1", "min_duration_s=1.1", "min_query_count=10",
         "window_s=0.2"])
     r = run_loop(run_async(settings, FunctionSut(respond)))
-    steps = r["steps"]
+    steps = r.stats.steps
     assert [s["step"] for s in steps] == [0, 1, 2]
     assert [s["target_qps"] for s in steps] == [200, 800, 400]
     assert [s["start_s"] for s in steps] == [0, 0.4, 0.8]
@@ -121,10 +121,10 @@ def test_a_step_plan_changes_the_rate_and_reports_each_step():
     assert steps[1]["latency_ns"]["p50"] >= 20 * MS
     assert steps[0]["latency_ns"]["p50"] < 10 * MS and steps[2]["latency_ns"]["p50"] < 10 * MS
     assert steps[1]["goodput_qps"] < 0.5 * steps[1]["qps_scheduled"]
-    assert sum(s["queries"] for s in steps) == r["queries"]
-    timeline = r["timeline"]
+    assert sum(s["queries"] for s in steps) == r.stats.queries
+    timeline = r.stats.timeline
     assert timeline[0]["start_s"] == pytest.approx(0.1)
-    assert sum(w["queries"] for w in timeline) == r["queries"]
+    assert sum(w["queries"] for w in timeline) == r.stats.queries
     assert "Steps (s from start" in render_summary(r)
 
 
@@ -139,7 +139,7 @@ def test_tally_encodes_and_decodes_losslessly():
             c.done(q, q * MS + (q % 7) * MS, components={"queue": 5, "batch_size": 2})
         else:
             c.failed(q, q * MS + 1, "boom")
-    t = c.tally()
+    t = c.tally(RunTimes(0, 0, 300 * MS, 301 * MS, False, 0))
     again = Tally.decode(t.encode())
     assert again.encode() == t.encode()
     assert again.queries == 270 and again.errors_by_kind == {"boom": 30}
