@@ -75,11 +75,12 @@ def not_interrupted(p: RunPlan, r: RunStats) -> Reason | None:
 
 
 def min_duration(p: RunPlan, r: RunStats) -> Reason | None:
-    s = p.settings
-    if r.duration_s + 1e-9 < s.min_duration_s:
+    if p.issue_mode is IssueMode.ACCURACY:  # every sample once, however long that takes
+        return None
+    if r.duration_s * 1e9 + 1 < p.min_duration_ns:
         return Reason(ReasonCode.MIN_DURATION,
                       f"measured duration {r.duration_s:.2f} s is below min_duration_s "
-                      f"{s.min_duration_s:g} s: run longer")
+                      f"{p.min_duration_ns / 1e9:g} s: run longer")
     return None
 
 
@@ -101,8 +102,9 @@ def min_queries(p: RunPlan, r: RunStats) -> Reason | None:
 def no_errors(p: RunPlan, r: RunStats) -> Reason | None:
     if r.errors or r.unfinished:
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(r.errors_by_kind.items()))
-        return Reason(ReasonCode.ERRORS, f"{r.errors} queries failed ({kinds}): "
-                                         "a valid run has none")
+        failed = f"{r.errors} queries failed ({kinds})" if r.errors else \
+            f"{r.unfinished} queries were left unfinished"
+        return Reason(ReasonCode.ERRORS, f"{failed}: a valid run has none")
     return None
 
 

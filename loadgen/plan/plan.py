@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, cast
 
 from loadgen.plan.arrivals import (
@@ -39,6 +40,16 @@ _NS = 1_000_000_000
 
 def _ns(seconds: float) -> int:
     return round(seconds * _NS)
+
+
+def _offline_sample_count(s: TestSettings) -> int:
+    """MLPerf's Offline query size: 10% over the expected rate times the minimum duration.
+
+    In exact decimal arithmetic on the numbers as written: 1.1 * 100 QPS * 60 s is 6600
+    samples, not float's 6600.000000000001.
+    """
+    expected = Fraction(11, 10) * Fraction(repr(s.target_qps)) * Fraction(repr(s.min_duration_s))
+    return max(s.min_query_count, math.ceil(expected))
 
 
 def arrival_for(settings: TestSettings) -> ArrivalProcess:
@@ -92,8 +103,7 @@ class RunPlan:
         """The plan of a validated test definition."""
         s = settings
         mode = issue_mode(s)
-        offline = (max(s.min_query_count, math.ceil(1.1 * s.target_qps * s.min_duration_s))
-                   if mode is IssueMode.OFFLINE else 0)
+        offline = _offline_sample_count(s) if mode is IssueMode.OFFLINE else 0
         concurrency = s.concurrency if mode is IssueMode.ACCURACY or (
             mode is IssueMode.CLOSED and s.scenario is Scenario.SERVER) else 1
         return cls(
