@@ -19,36 +19,6 @@ This face re-exports every name in those modules' `__all__` (proto aside).
 
 from __future__ import annotations
 
-from oipwire.errors import (
-    ProtocolError,
-)
-from oipwire.datatypes import (
-    DATATYPES,
-    MAX_DIMS,
-    TensorSpec,
-    datatype_of,
-    element_count,
-    numpy_dtype,
-)
-from oipwire.tensors import (
-    InferTensor,
-    ParamValue,
-    raw_array,
-    tensor_from_raw,
-    tensor_to_raw,
-    values_array,
-)
-from oipwire.messages import (
-    InferRequest,
-    InferResponse,
-    RequestedOutput,
-)
-from oipwire.grpc_fields import (
-    contents_field,
-    parameter_field,
-    tensor_from_contents,
-    tensor_to_contents,
-)
 from oipwire.codec import (
     BINARY_CONTENT_TYPE,
     BINARY_DATA,
@@ -65,6 +35,36 @@ from oipwire.codec import (
     error_body,
     model_metadata,
     server_metadata,
+)
+from oipwire.datatypes import (
+    DATATYPES,
+    MAX_DIMS,
+    TensorSpec,
+    datatype_of,
+    element_count,
+    numpy_dtype,
+)
+from oipwire.errors import (
+    ProtocolError,
+)
+from oipwire.grpc_fields import (
+    contents_field,
+    parameter_field,
+    tensor_from_contents,
+    tensor_to_contents,
+)
+from oipwire.messages import (
+    InferRequest,
+    InferResponse,
+    RequestedOutput,
+)
+from oipwire.tensors import (
+    InferTensor,
+    ParamValue,
+    raw_array,
+    tensor_from_raw,
+    tensor_to_raw,
+    values_array,
 )
 from oipwire.timing import (
     BATCH_FORMATION,
@@ -108,22 +108,22 @@ __all__ = [
     "H2D",
     "H2D_NS",
     "HEADER_LENGTH",
-    "InferRequest",
-    "InferResponse",
-    "InferTensor",
     "JSON_CONTENT_TYPE",
     "MAX_DIMS",
     "PARAMETER_COMPONENTS",
     "POSTPROCESS",
     "POSTPROCESS_NS",
-    "ParamValue",
-    "ProtocolError",
     "QUEUE",
     "QUEUE_NS",
-    "RequestedOutput",
     "SERVER_TOTAL",
     "SERVER_TOTAL_NS",
     "TIMING_PARAMETERS",
+    "InferRequest",
+    "InferResponse",
+    "InferTensor",
+    "ParamValue",
+    "ProtocolError",
+    "RequestedOutput",
     "TensorSpec",
     "binary_outputs_requested",
     "components",

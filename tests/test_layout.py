@@ -19,6 +19,7 @@ of `P`. Parent packages run on any import of a submodule, but are not counted as
 from __future__ import annotations
 
 import ast
+import itertools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -242,7 +243,7 @@ def test_no_import_cycles():
             lines.setdefault((imp.module, imp.target), f"{imp.path.relative_to(ROOT)}:{imp.line}")
     cycles = _cycles(edges)
     described = [" -> ".join(c) + "\n    (" + ", ".join(
-        lines[(a, b)] for a, b in zip(c, c[1:])) + ")" for c in cycles]
+        lines[(a, b)] for a, b in itertools.pairwise(c)) + ")" for c in cycles]
     assert not cycles, "import cycles:\n" + "\n".join(described)
 
 

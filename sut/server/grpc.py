@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 import grpc  # type: ignore[import-untyped]
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import DecodeError, Message  # type: ignore[import-untyped]
 
 import oipwire as p
 from oipwire.proto import SERVICE_NAME
