@@ -15,9 +15,10 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.record.collect import Collector
 from loadgen.live.prometheus import PrometheusExporter
+from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import load_settings
+from loadgen.record.collect import Collector
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is a test dependency")
 
@@ -63,7 +64,7 @@ def _loadgen_families():
     c.issued_query(1, 0, 0, 1, measured=True)
     c.failed(1, 10, "timeout")
     exporter = PrometheusExporter()
-    exporter.start(load_settings(None, ["preset='dev'", "target_latency_ms=5"]),
+    exporter.start(RunPlan.of(load_settings(None, ["preset='dev'", "target_latency_ms=5"])),
                    SimpleNamespace(name="x"), c)
     text = generate_latest(exporter.registry).decode()
     return {f.name for f in text_string_to_metric_families(text)}

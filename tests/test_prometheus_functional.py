@@ -217,14 +217,15 @@ def test_prometheus_scrapes_the_sut_server_and_loadgen_together(tmp_path):
         sut = make_sut(f"http://127.0.0.1:{http_port}/mlp")
         result = run_test(_settings("target_qps=300", "target_latency_ms=100",
                                     "min_duration_s=8"), sut, monitors=[exporter])
-        assert result["errors"] == 0, result["errors_by_kind"]
-        prom.wait_for(f"loadgen_queries_measured_total{sel}", float(result["queries"]))
+        stats = result.stats
+        assert stats.errors == 0, stats.errors_by_kind
+        prom.wait_for(f"loadgen_queries_measured_total{sel}", float(stats.queries))
         # one request per single-sample query, each answered and timed once by the SUT
-        prom.wait_for('sum(sut_requests_total{outcome="ok"})', float(result["queries"]))
-        prom.wait_for("sum(sut_compute_seconds_count)", float(result["queries"]))
-        prom.wait_for("sum(sut_queue_seconds_count)", float(result["queries"]))
+        prom.wait_for('sum(sut_requests_total{outcome="ok"})', float(stats.queries))
+        prom.wait_for("sum(sut_compute_seconds_count)", float(stats.queries))
+        prom.wait_for("sum(sut_queue_seconds_count)", float(stats.queries))
         assert prom.value("sum(sut_queue_depth)") == 0.0
         batches = prom.value("sum(sut_batch_size_count)")
-        assert 0 < batches <= result["queries"]
+        assert 0 < batches <= stats.queries
         estimate = prom.value(f"histogram_quantile(0.99, loadgen_latency_seconds_bucket{sel})")
-        _assert_same_bucket_resolution(estimate, result["latency_ns"]["p99"])
+        _assert_same_bucket_resolution(estimate, stats.latency_ns.p99)

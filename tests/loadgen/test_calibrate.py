@@ -6,6 +6,7 @@ import pytest
 
 from loadgen.campaigns import calibrate as cal
 from loadgen.cli.main import main
+from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import load_settings
 
 
@@ -13,6 +14,10 @@ from loadgen.plan.settings import load_settings
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv(cal.CACHE_ENV, str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+def _plan(*overrides):
+    return RunPlan.of(load_settings(None, list(overrides)))
 
 
 def _threshold(limit):
@@ -58,7 +63,7 @@ def test_calibration_is_stored_by_kind_and_warns_above_headroom(cache_dir):
     ceiling = entry["ceiling_qps"]
 
     def warning(*extra):
-        return cal.headroom_warning(load_settings(None, ["target_latency_ms=5", *extra]), "null")
+        return cal.headroom_warning(_plan("target_latency_ms=5", *extra), "null")
 
     assert warning(f"target_qps={0.6 * ceiling}") is None
     assert "above 70%" in warning(f"target_qps={0.8 * ceiling}")
@@ -67,12 +72,12 @@ def test_calibration_is_stored_by_kind_and_warns_above_headroom(cache_dir):
     assert "above 70%" in warning(f"target_qps={0.3 * ceiling}", "arrival='burst'",
                                   "burst_qps_factor=3", "burst_duration_s=1")
     assert warning("scenario='SingleStream'") is None
-    assert cal.headroom_warning(load_settings(None, ["target_latency_ms=5", "target_qps=9999"]),
+    assert cal.headroom_warning(_plan("target_latency_ms=5", "target_qps=9999"),
                                 "grpc://h:1/m") is None  # never calibrated
 
 
 def test_no_calibration_no_warning_and_corrupt_cache_is_ignored(cache_dir):
-    s = load_settings(None, ["target_latency_ms=5", "target_qps=1e9"])
+    s = _plan("target_latency_ms=5", "target_qps=1e9")
     assert cal.headroom_warning(s, "null") is None
     cache_dir.mkdir()
     (cache_dir / "calibration.json").write_text("{not json")

@@ -29,7 +29,8 @@ def test_valid_run_exits_zero_and_writes_the_run_directory(tmp_path):
     for key in ("schema_version", "scenario", "valid", "reasons", "warnings", "settings", "seeds",
                 "environment", "queries", "samples", "errors", "duration_s", "qps_scheduled",
                 "qps_completed", "goodput_qps", "latency_ns", "service_latency_ns",
-                "issue_lag_ns", "query_latency_ns", "early_stopping"):
+                "issue_lag_ns", "query_latency_ns", "early_stopping", "reason_codes", "plan",
+                "target_latency_at_ns"):
         assert key in result, key
     assert set(result["latency_ns"]) >= {"p50", "p90", "p95", "p99", "p999", "mean", "min", "max"}
     assert "Result is : VALID" in (out / "summary.txt").read_text()
@@ -42,6 +43,7 @@ def test_invalid_run_exits_one(tmp_path):
     assert p.returncode == 1
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["errors_by_kind"]["sim_error"] == result["errors"] > 0
+    assert "errors" in result["reason_codes"]
 
 
 @pytest.mark.parametrize("args", [
@@ -75,6 +77,7 @@ def test_ctrl_c_writes_a_partial_result_marked_interrupted(tmp_path):
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["interrupted"] is True and not result["valid"]
     assert any("interrupted" in r for r in result["reasons"])
+    assert result["reason_codes"][0] == "interrupted"
     assert result["queries"] > 0
     assert (tmp_path / "queries.csv").read_text().count("\n") > result["queries"]
     assert "INVALID" in out

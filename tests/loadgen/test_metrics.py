@@ -15,7 +15,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadgen.adapters.null import NullSut
 from loadgen.adapters.sim import ServiceTime, SimSut
 from loadgen.api import run_async, run_loop
-from loadgen.record.collect import Collector
 from loadgen.live.prometheus import (
     BUCKETS_S,
     MAX_COMPONENTS,
@@ -23,7 +22,9 @@ from loadgen.live.prometheus import (
     monitors_for,
     parse_listen,
 )
+from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import load_settings
+from loadgen.record.collect import Collector
 
 MS = 1_000_000
 LABELS = {"scenario", "sut", "run_id"}
@@ -54,6 +55,10 @@ def _settings(*overrides):
     return load_settings(None, ["preset='dev'", "target_latency_ms=5", *overrides])
 
 
+def _plan(*overrides):
+    return RunPlan.of(_settings(*overrides))
+
+
 def _hand_fed():
     """A collector fed by hand, and the latencies (ns) it holds."""
     rng = np.random.default_rng(7)
@@ -75,7 +80,7 @@ def _hand_fed():
 def fed():
     c, latencies = _hand_fed()
     exporter = PrometheusExporter(run_id="r1")
-    exporter.start(_settings(), SimpleNamespace(name="fake"), c)
+    exporter.start(_plan(), SimpleNamespace(name="fake"), c)
     return exporter, c, latencies
 
 
@@ -136,7 +141,7 @@ def test_component_names_are_capped():
     c.issued_query(0, 0, 0, 1, measured=True)
     c.done(0, MS, components={f"c{i:03d}": 1_000 for i in range(MAX_COMPONENTS + 10)})
     exporter = PrometheusExporter()
-    exporter.start(_settings(), SimpleNamespace(name="fake"), c)
+    exporter.start(_plan(), SimpleNamespace(name="fake"), c)
     family = _families(exporter.registry)["loadgen_component_seconds"]
     assert len({s.labels["component"] for s in family.samples}) == MAX_COMPONENTS
 
@@ -156,18 +161,19 @@ def test_a_run_exports_what_its_result_reports():
     sut = SimSut(ServiceTime.parse("exp:200us"), seed=3)
     result = run_loop(run_async(settings, sut, monitors=[exporter]))
     f = _families(exporter.registry)
-    assert _value(f, "loadgen_queries_measured_total") == result["queries"]
-    assert _value(f, "loadgen_queries_good_total") == result["queries"] - result["overlatency"]
-    assert _value(f, "loadgen_achieved_queries_per_second") == result["qps_completed"]
+    stats = result.stats
+    assert _value(f, "loadgen_queries_measured_total") == stats.queries
+    assert _value(f, "loadgen_queries_good_total") == stats.queries - stats.overlatency
+    assert _value(f, "loadgen_achieved_queries_per_second") == stats.qps_completed
     assert _value(f, "loadgen_queries_in_flight") == 0
     buckets, count, total = _histogram(f["loadgen_latency_seconds"], sut="sim")
-    assert count == result["latency_ns"]["count"]
+    assert count == stats.latency_ns.count
     # result.json rounds the mean to whole ns
-    assert total / count == pytest.approx(result["latency_ns"]["mean"] / 1e9, abs=0.5e-9)
+    assert total / count == pytest.approx(stats.latency_ns.mean / 1e9, abs=0.5e-9)
     # the p99 lies in the bucket where the cumulative count crosses 99%
     bucket = next(le for le, n in buckets if n >= 0.99 * count)
     previous = max([0.0, *(le for le in BUCKETS_S if le < bucket)])
-    assert previous * 0.999 <= result["latency_ns"]["p99"] / 1e9 <= bucket * 1.001
+    assert previous * 0.999 <= stats.latency_ns.p99 / 1e9 <= bucket * 1.001
 
 
 def test_a_scrape_from_another_thread_mid_run_is_consistent():
@@ -195,7 +201,7 @@ def test_a_scrape_from_another_thread_mid_run_is_consistent():
         assert issued == done + _value(f, "loadgen_queries_in_flight")
         _, count, _ = _histogram(f["loadgen_latency_seconds"])
         assert count == _value(f, "loadgen_queries_measured_total")
-        assert 0 < issued <= result["queries"]
+        assert 0 < issued <= result.stats.queries
 
 
 def test_a_closed_loop_is_read_directly():
@@ -203,7 +209,7 @@ def test_a_closed_loop_is_read_directly():
     exporter = PrometheusExporter()
 
     async def start():
-        exporter.start(_settings(), SimpleNamespace(name="fake"), c)
+        exporter.start(_plan(), SimpleNamespace(name="fake"), c)
 
     asyncio.run(start())  # the run's loop is gone and stop() never came (a failed run)
     assert _value(_families(exporter.registry), "loadgen_queries_issued_total") == 523

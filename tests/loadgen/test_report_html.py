@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from loadgen.campaigns.search import SearchConfig, find_peak
+from loadgen.campaigns.sweep import launch, parse_axis, run_sweep
 from loadgen.cli.main import main
+from loadgen.plan.settings import load_settings
 from loadgen.report.html import build_report, report_png
 from loadgen.report.plots import LoadPoint, knee
-from loadgen.campaigns.search import SearchConfig, find_peak
-from loadgen.plan.settings import load_settings
-from loadgen.campaigns.sweep import launch, parse_axis, run_sweep
 from tests.loadgen.test_search import FakeSut
 
 TINY = ["preset='dev'", "min_duration_s=0.3", "warmup_s=0", "min_query_count=100",

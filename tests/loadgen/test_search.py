@@ -24,11 +24,21 @@ from typing import Any
 import numpy as np
 import pytest
 
+from loadgen.campaigns.search import (
+    Bracket,
+    SearchConfig,
+    Trial,
+    bracket,
+    confidence,
+    find_peak,
+    next_step,
+)
 from loadgen.errors import ResultError, SettingsError
-from loadgen.record.histograms import encode, new_histogram, record_array
-from loadgen.campaigns.search import Bracket, SearchConfig, Trial, bracket, confidence, find_peak, next_step
+from loadgen.judge import early_stopping
 from loadgen.plan.settings import TestSettings as Settings
 from loadgen.plan.settings import load_settings
+from loadgen.record.histograms import encode, new_histogram, record_array
+from loadgen.report.result import RunResult
 from tests.loadgen import queueing
 
 CFG = SearchConfig(start_qps=100, min_qps=10, max_qps=10_000, growth=2, tolerance=0.05,
@@ -108,52 +118,81 @@ def test_bracket_and_confidence() -> None:
 # -- the driver, on a fake SUT whose p99 / SLO is rate / capacity ----------------------
 
 
-def fake_result(settings: Settings, ratio: float, valid: bool,
-                lag_ms: float = 0.01) -> dict[str, Any]:
-    """A result document with the fields reports and find-peak read; its histogram puts
-    98% of queries at p99 / 4 and 2% at p99."""
-    p99 = int(ratio * settings.target_latency_ms * 1e6)
+def fake_document(settings: Settings, ratio: float, lag_ms: float = 0.01) -> dict[str, Any]:
+    """A result.json as version 1 wrote it, with the figures reports and find-peak read.
+
+    Its histogram puts 98% of queries at p99 / 4 and 2% at p99 = ratio * SLO; the run
+    fails early stopping when p99 is over the SLO and the issue-lag rule above
+    max_issue_lag_ms, each with the prose version 1 wrote (which carries its code).
+    """
+    slo_ns = int(settings.target_latency_ms * 1e6)
+    p99 = int(ratio * slo_ns)
+    latencies = np.array([p99 // 4] * 980 + [p99] * 20, dtype=np.int64)
     hist = new_histogram()
-    record_array(hist, np.array([p99 // 4] * 980 + [p99] * 20, dtype=np.int64))
+    record_array(hist, latencies)
     summary = {"p50": p99 // 4, "p90": p99 // 2, "p95": p99 // 2, "p99": p99, "p999": p99 * 2,
                "mean": p99 // 3, "min": 1000, "max": p99 * 3, "count": 1000}
+    lag_ns = int(lag_ms * 1e6)
+    lag = {"p50": lag_ns // 2, "p90": lag_ns, "p95": lag_ns, "p99": lag_ns, "p999": lag_ns,
+           "mean": lag_ns // 2, "min": 0, "max": lag_ns, "count": 1000}
+    n, over, pct = 1000, int((latencies > slo_ns).sum()), settings.target_latency_percentile
+    allowed = early_stopping.max_overlatency(n, pct)
+    passes = early_stopping.passes(n, over, pct)
+    needed = early_stopping.min_queries(pct, over)
+    reasons = []
+    if not passes:
+        reasons.append(f"{over} of {n} queries over {slo_ns / 1e6:.3f} ms: early stopping at "
+                       f"p{pct:g} with 99% confidence allows {max(allowed, 0)}; needs at least "
+                       f"{needed} queries for that count, or a lower target_qps")
+    if lag_ns > settings.max_issue_lag_ms * 1e6:
+        reasons.append(f"p99 issue lag {lag_ns / 1e6:.3f} ms exceeds max_issue_lag_ms "
+                       f"{settings.max_issue_lag_ms:g}: the load generator fell behind its "
+                       "schedule, so this measures the harness, not the SUT; lower target_qps "
+                       "or add load processes")
+    valid = not reasons
     qps = settings.target_qps
     return {
         "schema_version": 1, "scenario": str(settings.scenario), "mode": "performance",
-        "valid": valid, "reasons": [] if valid else ["latency over the SLO"],
+        "valid": valid, "reasons": reasons,
         "warnings": [], "headline": {"name": "scheduled_qps", "value": qps},
         "settings": json.loads(json.dumps(settings.as_dict())),
         "seeds": {"qsl": settings.qsl_rng_seed, "sample_index": settings.sample_index_rng_seed,
                   "schedule": settings.schedule_rng_seed},
         "sut": {"sut": "sim", "service": "const", "service_mean_ns": 200_000, "servers": 1},
         "environment": {"packages": {"numpy": "2"}, "python": "3.11"},
-        "queries": 1000, "samples": 1000, "errors": 0, "duration_s": 1000 / qps,
+        "queries": n, "samples": n, "errors": 0, "errors_by_kind": {}, "unfinished": 0,
+        "late": 0, "duration_s": n / qps,
         "qps_scheduled": qps, "qps_completed": qps, "samples_per_s": qps,
-        "goodput_qps": qps if valid else qps / 2, "overlatency": 0 if valid else 100,
-        "latency_ns": summary, "query_latency_ns": summary, "early_stopping": {},
-        "issue_lag_ns": {"p99": int(lag_ms * 1e6)},
-        "components_ns": {}, "batch_sizes": {}, "histograms": {"query_latency_ns": encode(hist)},
+        "goodput_qps": qps if valid else qps / 2, "overlatency": over,
+        "latency_ns": summary, "service_latency_ns": summary, "issue_lag_ns": lag,
+        "query_latency_ns": summary, "components_ns": {}, "batch_sizes": {},
+        "early_stopping": {"percentile": pct, "confidence": 0.99, "queries": n,
+                           "target_latency_ns": slo_ns, "overlatency": over,
+                           "max_overlatency_allowed": allowed, "min_queries_needed": needed,
+                           "passes": passes},
+        "interrupted": False, "out_of_range": 0, "timeline": [], "steps": [],
+        "histograms": {"query_latency_ns": encode(hist)},
     }
 
 
 class FakeSut:
-    """A runner: p99 / SLO = rate / capacity; writes result.json like run_test."""
+    """A launcher: p99 / SLO = rate / capacity; writes result.json (version 1) like run_test."""
 
     def __init__(self, capacity: float = 1000.0, fail_after: int | None = None,
                  harness_at: float | None = None) -> None:
         self.capacity, self.fail_after, self.harness_at = capacity, fail_after, harness_at
         self.calls: list[float] = []
 
-    def __call__(self, settings: Settings, spec: str, run_dir: Path) -> dict[str, Any]:
+    def __call__(self, settings: Settings, spec: str, run_dir: Path) -> RunResult:
         if self.fail_after is not None and len(self.calls) >= self.fail_after:
             raise RuntimeError("interrupted")
         self.calls.append(settings.target_qps)
         ratio = settings.target_qps / self.capacity
         harness = self.harness_at is not None and settings.target_qps >= self.harness_at
-        result = fake_result(settings, ratio, ratio <= 1 and not harness, 9.0 if harness else 0.01)
+        doc = fake_document(settings, ratio, 9.0 if harness else 0.01)
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "result.json").write_text(json.dumps(result))
-        return result
+        (run_dir / "result.json").write_text(json.dumps(doc))
+        return RunResult.from_dict(doc)
 
 
 @pytest.fixture
@@ -170,7 +209,11 @@ def test_find_peak_on_fake(settings: Settings, tmp_path: Path) -> None:
     assert doc["peak_qps"] == low and doc["confidence"] == pytest.approx(0.5)
     assert sum(p["target_qps"] == low for p in doc["probes"]) == 2
     assert "QPS at p99 <= 2 ms" in doc["headline"]
-    assert {"target_qps", "valid", "latency_ns", "slo_ratio"} <= set(doc["probes"][0])
+    assert {"target_qps", "valid", "latency_ns", "slo_ratio", "reason_codes"} <= set(
+        doc["probes"][0])
+    for p in doc["probes"]:  # a probe fails on early stopping only, with its code
+        assert p["valid"] == (p["target_qps"] <= 1000) and not p["harness_limited"]
+        assert p["reason_codes"] == ([] if p["valid"] else ["early_stopping"])
     saved = json.loads((tmp_path / "peak.json").read_text())
     assert saved["peak_qps"] == low and len(saved["probes"]) == len(sut.calls)
     assert (tmp_path / "probes.csv").read_text().count("\n") == len(sut.calls) + 1
@@ -210,6 +253,9 @@ def test_find_peak_budget_and_harness(settings: Settings, tmp_path: Path) -> Non
     assert doc["status"] == "budget" and sut.calls == [] and doc["peak_qps"] == 0
     limited = find_peak(settings, "sim:", tmp_path / "h", CFG, runner=FakeSut(harness_at=700))
     assert limited["harness_high"] and limited["bracket"][1] <= 700 * 1.05
+    for p in limited["probes"]:  # harness-limited exactly when the verdict says issue_lag
+        assert p["harness_limited"] == ("issue_lag" in p["reason_codes"]) == \
+            (p["target_qps"] >= 700)
     assert "fell behind" in limited["headline"]
     with pytest.raises(SettingsError):
         find_peak(settings, "sim:", tmp_path / "x", SearchConfig(start_qps=0), runner=sut)

@@ -10,10 +10,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.plan import settings as lg_settings
 from loadgen.adapters import registry
-from loadgen.errors import SettingsError, SutSpecError
-from loadgen.plan.settings import load_settings
 from loadgen.campaigns.sweep import (
     aggregate,
     launch,
@@ -23,6 +20,11 @@ from loadgen.campaigns.sweep import (
     spread,
     vary,
 )
+from loadgen.errors import SettingsError, SutSpecError
+from loadgen.plan import settings as lg_settings
+from loadgen.plan.settings import load_settings
+from loadgen.report.result import RunResult
+from tests.loadgen.test_search import fake_document
 
 
 @pytest.mark.parametrize(("text", "key", "values"), [
@@ -79,16 +81,23 @@ def test_vary_validates() -> None:
         vary(base, {"target_qps": -1})
 
 
+def _result(figures: dict[str, Any]) -> RunResult:
+    """A result read from a complete version-1 document with `figures` put over it."""
+    settings = load_settings(None, ["preset='dev'", "target_latency_ms=2", "target_qps=100"])
+    return RunResult.from_dict(fake_document(settings, 0.5) | figures)
+
+
 def test_spread_and_noise() -> None:
     assert spread([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "cv": 0.5, "n": 3}
     assert spread([5.0])["cv"] is None
     steady = {"qps_scheduled": 100.0, "qps_completed": 100.0, "goodput_qps": 100.0,
               "samples_per_s": 100.0, "query_latency_ns": {"p50": 10, "p90": 20, "p99": 30},
-              "headline": {"value": 100.0}, "valid": True, "duration_s": 1.0}
+              "headline": {"name": "scheduled_qps", "value": 100.0}, "valid": True,
+              "duration_s": 1.0}
     jumpy = steady | {"query_latency_ns": {"p50": 10, "p90": 20, "p99": 60}}
-    agg = aggregate([steady, steady])
+    agg = aggregate([_result(steady), _result(steady)])
     assert not agg["noisy"] and agg["stats"]["latency_p99_ns"]["cv"] == 0
-    agg = aggregate([steady, jumpy])
+    agg = aggregate([_result(steady), _result(jumpy)])
     assert agg["noisy"] and agg["noisy_metrics"] == ["latency_p99_ns"]
     assert agg["stats"]["latency_p99_ns"]["median"] == 45 and agg["valid_launches"] == 2
 
@@ -170,7 +179,7 @@ REMOTE = "http://127.0.0.1:9/mlp"
 def test_sweep_retunes_a_remote_batcher_per_point_and_puts_it_back(tmp_path: Path) -> None:
     server, seen = FakeBatcher(), []
 
-    def runner(settings: lg_settings.TestSettings, spec: str, run_dir: Path) -> dict[str, Any]:
+    def runner(settings: lg_settings.TestSettings, spec: str, run_dir: Path) -> RunResult:
         seen.append(server.knobs["max_queue_delay_us"])
         return launch(settings, "null", run_dir)
 
@@ -191,7 +200,7 @@ def test_sweep_retunes_a_remote_batcher_per_point_and_puts_it_back(tmp_path: Pat
 def test_a_failed_launch_still_puts_the_remote_batcher_back(tmp_path: Path) -> None:
     server = FakeBatcher()
 
-    def runner(settings: lg_settings.TestSettings, spec: str, run_dir: Path) -> dict[str, Any]:
+    def runner(settings: lg_settings.TestSettings, spec: str, run_dir: Path) -> RunResult:
         raise RuntimeError("the launch failed")
 
     settings = load_settings("scenarios/server.toml", TINY)
