@@ -135,7 +135,7 @@ def offline_throughput(model: str, batch: int, layout: tuple[int, int], expected
     workers, threads = layout
     spec = f"builtin:{model},max_batch_size={batch},workers={workers},threads={threads}"
     result = run_test(settings, make_sut(spec))
-    return float(result["samples_per_s"])
+    return float(result.stats.samples_per_s)
 
 
 def harness_line(batch: int, layout: tuple[int, int]) -> None:

@@ -12,14 +12,14 @@ scheduled time) and issue lag are printed, with the p99 ratios to Poisson.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from loadgen.adapters.registry import make_sut
 from loadgen.api import run_async, run_loop
 from loadgen.plan.settings import load_settings
+from loadgen.report.result import RunResult
 
 
-def run(spec: str, duration_s: float, overrides: list[str]) -> dict[str, Any]:
+def run(spec: str, duration_s: float, overrides: list[str]) -> RunResult:
     settings = load_settings(None, [
         "preset='dev'", "target_latency_ms=100", f"min_duration_s={duration_s}",
         "min_query_count=100", "warmup_s=1", *overrides])
@@ -51,10 +51,10 @@ def main() -> None:
     p99 = {}
     for name, overrides in runs.items():
         r = run(spec, args.duration, overrides)
-        lat, lag = r["latency_ns"], r["issue_lag_ns"]
-        p99[name] = lat["p99"]
-        print(f"  {name:<8} scheduled {r['qps_scheduled']:7.1f} QPS  p50 {lat['p50'] / 1e6:7.3f} ms"
-              f"  p99 {lat['p99'] / 1e6:8.3f} ms  (issue lag p99 {lag['p99'] / 1e6:.3f} ms)",
+        lat, lag, qps = r.stats.latency_ns, r.stats.issue_lag_ns, r.stats.qps_scheduled
+        p99[name] = lat.p99
+        print(f"  {name:<8} scheduled {qps:7.1f} QPS  p50 {lat.p50 / 1e6:7.3f} ms"
+              f"  p99 {lat.p99 / 1e6:8.3f} ms  (issue lag p99 {lag.p99 / 1e6:.3f} ms)",
               flush=True)
     for name in ("burst", "gamma"):
         print(f"p99 {name} / p99 poisson at the same mean rate: {p99[name] / p99['poisson']:.1f}x")

@@ -28,9 +28,9 @@ import grpc  # type: ignore[import-untyped]
 
 from loadgen.adapters.grpc import GrpcSut
 from loadgen.api import run_async, run_loop
+from loadgen.plan.settings import load_settings
 from oipwire.proto import SERVICE_NAME
 from oipwire.proto import grpc_predict_v2_pb2 as pb
-from loadgen.plan.settings import load_settings
 
 MODEL = "bench"
 
@@ -75,7 +75,7 @@ def loadgen_offline(spec: str, concurrency: int, duration: int, rate: float) -> 
     settings = load_settings(None, ["preset='dev'", "scenario='Offline'", f"target_qps={rate}",
                                     f"min_duration_s={duration}", "min_query_count=1"])
     sut = GrpcSut.from_spec(f"{spec}?max_in_flight={concurrency}&batch=1")
-    return float(run_loop(run_async(settings, sut))["samples_per_s"])
+    return float(run_loop(run_async(settings, sut)).stats.samples_per_s)
 
 
 def loadgen_closed(spec: str, concurrency: int, duration: int) -> float:
@@ -83,7 +83,7 @@ def loadgen_closed(spec: str, concurrency: int, duration: int) -> float:
         "preset='dev'", "scenario='Server'", "arrival='closed'", f"concurrency={concurrency}",
         "target_latency_ms=1000", f"min_duration_s={duration}", "min_query_count=1000"])
     sut = GrpcSut.from_spec(f"{spec}?max_in_flight={concurrency}")
-    return float(run_loop(run_async(settings, sut))["qps_completed"])
+    return float(run_loop(run_async(settings, sut)).stats.qps_completed)
 
 
 async def minimal(target: str, concurrency: int, duration: int) -> float:

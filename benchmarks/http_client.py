@@ -94,7 +94,7 @@ def loadgen_offline(url: str, connections: int, duration: int, rate: float) -> f
     settings = load_settings(None, ["preset='dev'", "scenario='Offline'", f"target_qps={rate}",
                                     f"min_duration_s={duration}", "min_query_count=1"])
     sut = HttpSut.from_spec(f"{url}?connections={connections}&batch=1")
-    return float(run_loop(run_async(settings, sut))["samples_per_s"])
+    return float(run_loop(run_async(settings, sut)).stats.samples_per_s)
 
 
 def loadgen_closed(url: str, connections: int, duration: int) -> float:
@@ -102,7 +102,7 @@ def loadgen_closed(url: str, connections: int, duration: int) -> float:
         "preset='dev'", "scenario='Server'", "arrival='closed'", f"concurrency={connections}",
         "target_latency_ms=1000", f"min_duration_s={duration}", "min_query_count=1000"])
     sut = HttpSut.from_spec(f"{url}?connections={connections}")
-    return float(run_loop(run_async(settings, sut))["qps_completed"])
+    return float(run_loop(run_async(settings, sut)).stats.qps_completed)
 
 
 def wrk(url: str, connections: int, duration: int, request: bytes) -> float | None:

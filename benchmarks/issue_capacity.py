@@ -24,18 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.adapters.null import NullSut
-from loadgen.api import run_async, run_loop
+from loadgen.api import run_async, run_loop, run_test
 from loadgen.campaigns.calibrate import find_ceiling
-from loadgen.engine.processes import run_workers
 from loadgen.plan.settings import load_settings
+from loadgen.report.result import RunResult
 
 SLO_MS = 1.0
 
 
-def _figures(r: dict[str, Any]) -> tuple[bool, dict[str, float]]:
-    return r["valid"], {"p50_ns": r["latency_ns"]["p50"], "p99_ns": r["latency_ns"]["p99"],
-                        "lag_p50_ns": r["issue_lag_ns"]["p50"],
-                        "lag_p99_ns": r["issue_lag_ns"]["p99"]}
+def _figures(r: RunResult) -> tuple[bool, dict[str, float]]:
+    s = r.stats
+    return r.valid, {"p50_ns": s.latency_ns.p50, "p99_ns": s.latency_ns.p99,
+                     "lag_p50_ns": s.issue_lag_ns.p50, "lag_p99_ns": s.issue_lag_ns.p99}
 
 
 def loadgen_probe(qps: float, duration_s: float, workers: int = 1
@@ -45,7 +45,7 @@ def loadgen_probe(qps: float, duration_s: float, workers: int = 1
         f"min_duration_s={duration_s}", "min_query_count=1000", "warmup_s=0.5",
         f"workers={workers}"])
     if workers > 1:
-        return _figures(run_workers(settings, "null"))
+        return _figures(run_test(settings, "null"))
     return _figures(run_loop(run_async(settings, NullSut())))
 
 
@@ -56,10 +56,10 @@ def saturated_qps(workers: int, queries: int) -> tuple[float, str]:
         "preset='dev'", "target_qps=1e8", "target_latency_ms=1000", "min_duration_s=0",
         f"min_query_count={queries}", "warmup_s=0", "max_issue_lag_ms=1e9",
         f"workers={workers}"])
-    r = (run_workers(settings, "null") if workers > 1
+    r = (run_test(settings, "null") if workers > 1
          else run_loop(run_async(settings, NullSut())))
-    shares = [w["cpu_share"] for w in r.get("workers", {}).get("per_worker", [])]
-    return float(r["qps_completed"]), " ".join(f"{x:.0%}" for x in shares)
+    shares = [w["cpu_share"] for w in (r.workers or {}).get("per_worker", [])]
+    return float(r.stats.qps_completed), " ".join(f"{x:.0%}" for x in shares)
 
 
 def loadgen2_probe(qps: float, duration_s: float) -> tuple[bool, dict[str, float]]:
@@ -105,7 +105,8 @@ def peak(probe: Callable[[float, float], tuple[bool, dict[str, float]]], start: 
               + "  ".join(f"{k}={v:.0f}" for k, v in figures.items()), flush=True)
 
     def majority(qps: float) -> tuple[bool, dict[str, float]]:
-        passed, failed = [], []
+        passed: list[dict[str, float]] = []
+        failed: list[dict[str, float]] = []
         while len(passed) <= repeat // 2 and len(failed) <= repeat // 2:
             ok, figures = probe(qps, duration_s)
             (passed if ok else failed).append(figures)

@@ -54,8 +54,9 @@ def main() -> None:
     done.set()
     elapsed = time.perf_counter() - started
     peak = max(samples, default=rss_mb())
-    print(f"{result['queries']:,} queries in {elapsed:.1f} s "
-          f"({result['queries'] / elapsed:,.0f}/s incl. setup), valid={result['valid']}")
+    queries = result.stats.queries
+    print(f"{queries:,} queries in {elapsed:.1f} s "
+          f"({queries / elapsed:,.0f}/s incl. setup), valid={result.valid}")
     print(f"RSS before {before:.1f} MB, peak during run {peak:.1f} MB, after {rss_mb():.1f} MB")
     print(f"RSS growth (peak - before): {peak - before:.1f} MB (target <= 100 MB); "
           f"per-query log on disk {log_mb:.0f} MB")
