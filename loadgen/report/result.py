@@ -55,7 +55,6 @@ class RunResult:
     environment: dict[str, Any]
     schedule: dict[str, Any]
     workers: dict[str, Any] | None = None
-    schema_version: int = SCHEMA_VERSION
 
     @property
     def valid(self) -> bool:
@@ -66,7 +65,7 @@ class RunResult:
         """The result.json document."""
         s = self.settings
         doc: dict[str, Any] = {
-            "schema_version": self.schema_version,
+            "schema_version": SCHEMA_VERSION,
             "scenario": str(s.scenario),
             "mode": s.mode,
             "valid": self.verdict.valid,
@@ -93,7 +92,7 @@ class RunResult:
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> RunResult:
-        """Read a result.json document of schema version 1 or 2."""
+        """Read a result.json document of schema version 1 or 2 (written back, it is version 2)."""
         codes = doc.get("reason_codes") or [_v1_code(text) for text in doc["reasons"]]
         reasons = tuple(Reason(ReasonCode(code), text)
                         for code, text in zip(codes, doc["reasons"], strict=True))
@@ -107,7 +106,6 @@ class RunResult:
             environment=dict(doc.get("environment") or {}),
             schedule=dict(doc.get("schedule") or {}),
             workers=doc.get("workers"),
-            schema_version=int(doc["schema_version"]),
         )
 
 
@@ -122,7 +120,9 @@ def _v1_code(text: str) -> ReasonCode:
         return ReasonCode.MIN_QUERIES
     if " queries failed (" in text:
         return ReasonCode.ERRORS
-    return ReasonCode.EARLY_STOPPING
+    if " queries over " in text and ": early stopping at p" in text:
+        return ReasonCode.EARLY_STOPPING
+    raise ValueError(f"a reason no version-1 rule wrote: {text!r}")
 
 
 def write_result(out_dir: Path, result: RunResult) -> Path:

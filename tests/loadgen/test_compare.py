@@ -17,8 +17,9 @@ from loadgen.campaigns.compare import (
     render,
     t_quantile,
 )
-from loadgen.campaigns.sweep import launch
+from loadgen.campaigns.launch import launch
 from loadgen.cli.main import main
+from loadgen.errors import ResultError
 from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.settings import load_settings
 from loadgen.report.result import RunResult, read_result
@@ -219,11 +220,16 @@ def test_a_version_1_result_still_reports_and_compares(tmp_path: Path, runs: dic
         (tmp_path / name / "result.json").write_text(json.dumps(doc, indent=2))
     a, b = tmp_path / "a", tmp_path / "b"
     result = read_result(a)
-    assert result.schema_version == 1 and result.plan == {} and not result.valid
+    assert result.plan == {} and not result.valid
+    assert result.to_dict()["schema_version"] == 2  # written back, it is this version
     assert result.verdict.codes == (ReasonCode.ERRORS, ReasonCode.EARLY_STOPPING,
                                     ReasonCode.ISSUE_LAG)
     assert [r.text for r in result.verdict.reasons] == V1_RESULT["reasons"]
     assert result.stats.target_latency_at_ns == V1_RESULT["query_latency_ns"]["p99"]
+    unknown = json.loads(json.dumps(V1_RESULT)) | {"reasons": ["no rule wrote this"]}
+    (tmp_path / "odd.json").write_text(json.dumps(unknown))
+    with pytest.raises(ResultError, match="no version-1 rule wrote"):
+        read_result(tmp_path / "odd.json")
     assert main(["report", str(a)]) == 0
     page = (a / "report.html").read_text()
     for code, start in (("errors", "5 queries failed"), ("early_stopping", "39 of 65 queries"),

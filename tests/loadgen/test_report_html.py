@@ -13,7 +13,8 @@ import pytest
 from PIL import Image
 
 from loadgen.campaigns.search import SearchConfig, find_peak
-from loadgen.campaigns.sweep import launch, parse_axis, run_sweep
+from loadgen.campaigns.launch import launch
+from loadgen.campaigns.sweep import parse_axis, run_sweep
 from loadgen.cli.main import main
 from loadgen.plan.settings import load_settings
 from loadgen.report.html import build_report, report_png
