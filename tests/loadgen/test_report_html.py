@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from loadgen.campaigns.search import SearchConfig, find_peak
 from loadgen.campaigns.launch import launch
+from loadgen.campaigns.search import SearchConfig, find_peak
 from loadgen.campaigns.sweep import parse_axis, run_sweep
 from loadgen.cli.main import main
 from loadgen.plan.settings import load_settings
