@@ -11,66 +11,32 @@ runs lost `h2d` and `d2h` (and the server did not send `postprocess` at all).
 from __future__ import annotations
 
 import http.client
-import os
-import selectors
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import grpc
 import numpy as np
 import pytest
 
 import oipwire as p
-from loadgen.adapters.registry import make_sut
 from loadgen.api import run_test
 from loadgen.plan.settings import load_settings
 from oipwire import timing
 from oipwire.proto import grpc_predict_v2_pb2 as pb
 from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
+from tests.served import serve
 
 pytestmark = pytest.mark.functional
 
-ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 120
 RUN = ["preset='dev'", "scenario='Server'", "target_qps=100", "target_latency_ms=500",
        "warmup_s=0.2", "min_duration_s=0.5", "min_query_count=30"]
 
 
-def _line(proc: subprocess.Popen[str], timeout_s: float) -> str:
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        if not selector.select(timeout_s):
-            raise AssertionError("loadgen serve printed nothing in time")
-    return proc.stdout.readline().strip()
-
-
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, str]]:
     """(http host:port, grpc host:port) of `loadgen serve --model mlp`."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "serve", "--http-port", "0", "--grpc-port", "0",
-         "--model", "mlp,workers=1"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        banner = _line(proc, START_TIMEOUT_S)
-        assert "http=" in banner and "grpc=" in banner, banner
-        addresses = banner.split("http=")[1].split()[0], banner.split("grpc=")[1].split()[0]
-        assert _line(proc, START_TIMEOUT_S) == "ready mlp"
-        yield addresses
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        assert proc.stdout is not None
-        proc.stdout.close()
+    with serve("mlp,workers=1", START_TIMEOUT_S) as server:
+        yield server.http, server.grpc
 
 
 def _http_parameters(address: str) -> dict[str, p.ParamValue]:
@@ -97,12 +63,6 @@ def _grpc_parameters(address: str) -> dict[str, p.ParamValue]:
     return {k: getattr(v, v.WhichOneof("parameter_choice")) for k, v in resp.parameters.items()}
 
 
-def _doc(result: Any) -> dict[str, Any]:
-    """A run's result as a dict (`run_test` answers a dict, or an object with `to_dict()`)."""
-    doc: dict[str, Any] = result.to_dict() if hasattr(result, "to_dict") else result
-    return doc
-
-
 @pytest.mark.parametrize("scheme", ["http", "grpc"])
 def test_every_server_timing_is_a_component_of_the_run_functional(
         served: tuple[str, str], scheme: str) -> None:
@@ -110,6 +70,6 @@ def test_every_server_timing_is_a_component_of_the_run_functional(
     params = (_http_parameters if scheme == "http" else _grpc_parameters)(address)
     assert set(params) == set(timing.TIMING_PARAMETERS)  # the server sends the whole table
     sent = {timing.PARAMETER_COMPONENTS[key] for key in params} - {timing.BATCH_SIZE}
-    doc = _doc(run_test(load_settings(None, RUN), make_sut(f"{scheme}://{address}/mlp")))
-    assert sent | {"network"} <= set(doc["components_ns"]), (scheme, doc["components_ns"])
-    assert doc["batch_sizes"]  # batch_size is recorded too, as the batch size distribution
+    stats = run_test(load_settings(None, RUN), f"{scheme}://{address}/mlp").stats
+    assert sent | {"network"} <= set(stats.components_ns), (scheme, sorted(stats.components_ns))
+    assert stats.batch_sizes  # batch_size is recorded too, as the batch size distribution

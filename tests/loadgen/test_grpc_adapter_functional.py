@@ -3,10 +3,6 @@ and both remote adapters against the real `loadgen serve --model mlp`."""
 
 from __future__ import annotations
 
-import os
-import selectors
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -19,7 +15,8 @@ from loadgen.adapters.registry import make_sut
 from loadgen.api import run_loop
 from loadgen.errors import SutError, SutSpecError
 from tests.loadgen.test_http_adapter_functional import COMPONENTS, OFFLINE, SERVER, run
-from tests.oipwire.oip_echo import ROOT, spawn
+from tests.oipwire.oip_echo import spawn
+from tests.served import serve
 
 
 def test_spec_and_options() -> None:
@@ -116,34 +113,13 @@ def test_start_fails_cleanly_functional() -> None:
         run_loop(start(spec))
 
 
-def _line(proc: subprocess.Popen[str], timeout_s: float) -> str:
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        if not selector.select(timeout_s):
-            raise AssertionError("loadgen serve printed nothing in time")
-    return proc.stdout.readline().strip()
-
-
 @pytest.mark.functional
 def test_real_server_over_http_and_grpc_functional() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "serve", "--http-port", "0", "--grpc-port", "0",
-         "--model", "mlp"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        banner = _line(proc, 120)
-        http, grpc = banner.split("http=")[1].split()[0], banner.split("grpc=")[1].split()[0]
-        assert _line(proc, 120) == "ready mlp"
-        suts: tuple[SystemUnderTest, ...] = (HttpSut.from_spec(f"http://{http}/mlp"),
-                                             GrpcSut.from_spec(f"grpc://{grpc}/mlp"))
+    with serve("mlp") as server:
+        suts: tuple[SystemUnderTest, ...] = (HttpSut.from_spec(f"http://{server.http}/mlp"),
+                                             GrpcSut.from_spec(f"grpc://{server.grpc}/mlp"))
         for sut in suts:
             result = run(sut, [*SERVER, "target_qps=300", "target_latency_ms=200", "warmup_s=1",
                                "min_duration_s=1.6", "min_query_count=460"])
             assert result["valid"], (sut.name, result["reasons"], result["errors_by_kind"])
             assert COMPONENTS <= set(result["components_ns"]) and result["batch_sizes"]
-    finally:
-        proc.kill()
-        proc.wait(10)
-        assert proc.stdout is not None
-        proc.stdout.close()

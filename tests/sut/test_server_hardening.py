@@ -6,7 +6,6 @@ import ast
 import http.client
 import json
 import os
-import selectors
 import shutil
 import signal
 import socket
@@ -33,6 +32,7 @@ from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
 from sut.server.core import ServerConfig
 from sut.server.thread import ServerThread
 from sut.service import build_service
+from tests.served import read_line
 from tests.sut import user_models
 
 pytestmark = pytest.mark.functional
@@ -271,15 +271,6 @@ def test_graceful_stop_drains_in_flight_requests() -> None:
         stopping.result(20)
         with pytest.raises(OSError):
             call(server.http_url, "GET", "/v2/health/live")
-
-
-def read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout_s):
-            raise AssertionError("no line from the server in time")
-    return proc.stdout.readline().strip()
 
 
 def test_loadgen_serve_prints_ports_serves_and_drains_on_sigterm() -> None:

@@ -1,0 +1,62 @@
+"""`loadgen serve` as a subprocess for functional tests: free loopback ports, stopped by pid."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Served", "read_line", "serve"]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
+    """The next line the process prints, or AssertionError after `timeout_s`."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout_s):
+            raise AssertionError("loadgen serve printed nothing in time")
+    return proc.stdout.readline().strip()
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A running `loadgen serve`: its process and its HTTP and gRPC host:port."""
+
+    proc: subprocess.Popen[str]
+    http: str
+    grpc: str
+
+
+@contextlib.contextmanager
+def serve(model: str, timeout_s: float = 120) -> Iterator[Served]:
+    """`loadgen serve --model MODEL` on ports 0, once its model is ready; SIGTERM at the end
+    (a kill if it has not drained within 30 s)."""
+    name = model.split(",")[0]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadgen", "serve", "--http-port", "0", "--grpc-port", "0",
+         "--model", model], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        banner = read_line(proc, timeout_s)
+        assert banner.startswith(f"serving {name} http=") and " grpc=" in banner, banner
+        http, grpc = banner.split("http=")[1].split()[0], banner.split("grpc=")[1].split()[0]
+        assert read_line(proc, timeout_s) == f"ready {name}"
+        yield Served(proc, http, grpc)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
