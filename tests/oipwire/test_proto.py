@@ -37,7 +37,11 @@ def test_service_and_methods() -> None:
     assert service.full_name == oip_proto.SERVICE_NAME == "inference.GRPCInferenceService"
     methods = {m.name: (m.input_type.name, m.output_type.name) for m in service.methods}
     assert methods == {name: (f"{name}Request", f"{name}Response") for name in (
-        "ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelInfer")}
+        "ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelInfer",
+        "ModelConfig", "ModelStatistics", "RepositoryIndex")} | {
+        "ModelStreamInfer": ("ModelInferRequest", "ModelStreamInferResponse")}
+    stream = service.methods_by_name["ModelStreamInfer"]
+    assert stream.client_streaming and stream.server_streaming
     assert all(hasattr(pb_grpc, n) for n in ("GRPCInferenceServiceStub",
                "GRPCInferenceServiceServicer", "add_GRPCInferenceServiceServicer_to_server"))
     assert oip_proto.PROTO_PATH.is_file() and pb.DESCRIPTOR.package == "inference"
@@ -89,6 +93,58 @@ FIELDS = {  # message: {field: (number, type, repeated)} as in the spec and Trit
     "ServerReadyResponse": {"ready": (1, "bool", OPTIONAL)},
     "ModelReadyResponse": {"ready": (1, "bool", OPTIONAL)},
     "ServerLiveRequest": {}, "ServerReadyRequest": {}, "ServerMetadataRequest": {},
+    # Triton's extensions (grpc_service.proto, model_config.proto), a subset
+    "ModelStreamInferResponse": {
+        "error_message": (1, "string", OPTIONAL), "infer_response": (2, "message", OPTIONAL)},
+    "ModelConfigRequest": {"name": (1, "string", OPTIONAL), "version": (2, "string", OPTIONAL)},
+    "ModelConfigResponse": {"config": (1, "message", OPTIONAL)},
+    "ModelConfig": {
+        "name": (1, "string", OPTIONAL), "platform": (2, "string", OPTIONAL),
+        "max_batch_size": (4, "int32", OPTIONAL), "input": (5, "message", REPEATED),
+        "output": (6, "message", REPEATED), "instance_group": (7, "message", REPEATED),
+        "dynamic_batching": (11, "message", OPTIONAL), "backend": (17, "string", OPTIONAL)},
+    "ModelInput": {
+        "name": (1, "string", OPTIONAL), "data_type": (2, "enum", OPTIONAL),
+        "format": (3, "enum", OPTIONAL), "dims": (4, "int64", REPEATED)},
+    "ModelOutput": {
+        "name": (1, "string", OPTIONAL), "data_type": (2, "enum", OPTIONAL),
+        "dims": (3, "int64", REPEATED)},
+    "ModelDynamicBatching": {
+        "preferred_batch_size": (1, "int32", REPEATED),
+        "max_queue_delay_microseconds": (2, "uint64", OPTIONAL),
+        "preserve_ordering": (3, "bool", OPTIONAL), "priority_levels": (4, "uint64", OPTIONAL),
+        "default_priority_level": (5, "uint64", OPTIONAL)},
+    "ModelInstanceGroup": {
+        "name": (1, "string", OPTIONAL), "count": (2, "int32", OPTIONAL),
+        "gpus": (3, "int32", REPEATED), "kind": (4, "enum", OPTIONAL)},
+    "ModelStatisticsRequest": {
+        "name": (1, "string", OPTIONAL), "version": (2, "string", OPTIONAL)},
+    "ModelStatisticsResponse": {"model_stats": (1, "message", REPEATED)},
+    "ModelStatistics": {
+        "name": (1, "string", OPTIONAL), "version": (2, "string", OPTIONAL),
+        "last_inference": (3, "uint64", OPTIONAL), "inference_count": (4, "uint64", OPTIONAL),
+        "execution_count": (5, "uint64", OPTIONAL), "inference_stats": (6, "message", OPTIONAL),
+        "batch_stats": (7, "message", REPEATED)},
+    "InferStatistics": {name: (number, "message", OPTIONAL) for number, name in enumerate((
+        "success", "fail", "queue", "compute_input", "compute_infer", "compute_output",
+        "cache_hit", "cache_miss"), start=1)},
+    "InferBatchStatistics": {
+        "batch_size": (1, "uint64", OPTIONAL), "compute_input": (2, "message", OPTIONAL),
+        "compute_infer": (3, "message", OPTIONAL), "compute_output": (4, "message", OPTIONAL)},
+    "StatisticDuration": {"count": (1, "uint64", OPTIONAL), "ns": (2, "uint64", OPTIONAL)},
+    "RepositoryIndexRequest": {
+        "repository_name": (1, "string", OPTIONAL), "ready": (2, "bool", OPTIONAL)},
+    "RepositoryIndexResponse": {"models": (1, "message", REPEATED)},
+    "RepositoryIndexResponse.ModelIndex": {
+        "name": (1, "string", OPTIONAL), "version": (2, "string", OPTIONAL),
+        "state": (3, "string", OPTIONAL), "reason": (4, "string", OPTIONAL)},
+}
+TRITON_ENUMS = {  # enum: values as in Triton's model_config.proto
+    "DataType": ["TYPE_INVALID", "TYPE_BOOL", "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32",
+                 "TYPE_UINT64", "TYPE_INT8", "TYPE_INT16", "TYPE_INT32", "TYPE_INT64",
+                 "TYPE_FP16", "TYPE_FP32", "TYPE_FP64", "TYPE_STRING", "TYPE_BF16"],
+    "ModelInstanceGroup.Kind": ["KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL"],
+    "ModelInput.Format": ["FORMAT_NONE", "FORMAT_NHWC", "FORMAT_NCHW"],
 }
 TYPE_NAMES = {v: k[len("TYPE_"):].lower() for k, v in vars(FieldDescriptor).items()
               if k.startswith("TYPE_")}
@@ -102,6 +158,17 @@ def test_field_numbers_and_types(message: str) -> None:
     got = {f.name: (f.number, TYPE_NAMES[f.type], f.is_repeated)
            for f in descriptor.fields}
     assert got == FIELDS[message]
+
+
+@pytest.mark.parametrize("enum", sorted(TRITON_ENUMS))
+def test_triton_enum_numbers(enum: str) -> None:
+    outer, _, inner = enum.partition(".")
+    descriptor = (pb.DESCRIPTOR.message_types_by_name[outer].enum_types_by_name[inner] if inner
+                  else pb.DESCRIPTOR.enum_types_by_name[outer])
+    assert [(v.name, v.number) for v in descriptor.values] == [
+        (name, number) for number, name in enumerate(TRITON_ENUMS[enum])]
+    dynamic = pb.ModelConfig.DESCRIPTOR.fields_by_name["dynamic_batching"]
+    assert dynamic.containing_oneof.name == "scheduling_choice"
 
 
 def test_parameter_oneof_and_wire_bytes() -> None:
