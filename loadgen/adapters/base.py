@@ -41,8 +41,9 @@ class CompletionSink(Protocol):
     ) -> None:
         """The query succeeded; `sample_done_ns` gives per-sample finish times when known."""
 
-    def failed(self, query_id: int, done_ns: int, kind: str) -> None:
-        """The query failed; `kind` is a short, bounded label such as ``http_503``."""
+    def failed(self, query_id: int, done_ns: int, kind: str, detail: str | None = None) -> None:
+        """The query failed; `kind` is a short, bounded label such as ``http_503``, `detail`
+        what a person needs to see why (a status line and body excerpt, an exception)."""
 
 
 class Timers(Protocol):

@@ -38,6 +38,11 @@ __all__ = ["InProcessSut"]
 _PREFIX = "builtin:"
 
 
+def _detail(exc: BaseException) -> str:
+    """What a person reads about a failure: the exception's type and message."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def _kind(exc: BaseException) -> str:
     if isinstance(exc, sut_errors.Overloaded):
         return "overloaded"
@@ -132,7 +137,8 @@ class InProcessSut:
             self._service.submit(inputs, partial(self._finished, query_id))
         except sut_errors.SutError as exc:
             assert self._loop is not None and self._sink is not None
-            self._loop.call_soon(self._sink.failed, query_id, time.perf_counter_ns(), _kind(exc))
+            self._loop.call_soon(self._sink.failed, query_id, time.perf_counter_ns(), _kind(exc),
+                                 _detail(exc))
 
     async def stop(self) -> None:
         """Stop the service; requests still queued fail, batches running finish."""
@@ -183,7 +189,8 @@ class InProcessSut:
     def _finished(self, query_id: int, result: InferResult | BaseException) -> None:
         assert self._sink is not None
         if isinstance(result, BaseException):
-            self._post(self._sink.failed, query_id, time.perf_counter_ns(), _kind(result))
+            self._post(self._sink.failed, query_id, time.perf_counter_ns(), _kind(result),
+                       _detail(result))
             return
         components = {**result.timings_ns, BATCH_SIZE: result.batch_size}
         self._post(self._sink.done, query_id, result.done_ns, components, None,
@@ -235,7 +242,8 @@ class InProcessSut:
     def _report_chunked(self, query_id: int, state: _Chunked) -> None:
         assert self._sink is not None
         if state.failure is not None:
-            self._post(self._sink.failed, query_id, time.perf_counter_ns(), _kind(state.failure))
+            self._post(self._sink.failed, query_id, time.perf_counter_ns(), _kind(state.failure),
+                       _detail(state.failure))
         else:
             self._post(self._sink.done, query_id, state.last_done, state.components,
                        state.sample_done, state.outputs)

@@ -147,7 +147,8 @@ class SimSut:
         finish = max(sample_done)
         sink = self._sink
         if self.error_rate and self._rng.random() < self.error_rate:
-            self._timers.call_at_ns(finish, lambda: sink.failed(query_id, finish, "sim_error"))
+            self._timers.call_at_ns(finish, lambda: sink.failed(
+                query_id, finish, "sim_error", f"simulated failure (error_rate={self.error_rate:g})"))
         elif len(sample_done) == 1:
             self._timers.call_at_ns(finish, lambda: sink.done(query_id, finish))
         else:

@@ -20,7 +20,8 @@ from loadgen.record.histograms import encode, percentile_ns, summary_ns
 from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.windows import steps_report, timeline_report
 
-__all__ = ["ComponentSummary", "EarlyStopping", "LatencySummary", "RunStats", "summarize"]
+__all__ = ["ComponentSummary", "EarlyStopping", "ErrorDetail", "LatencySummary", "RunStats",
+           "summarize"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,23 @@ class EarlyStopping:
                    has_estimate="estimate_rank" in doc)
 
 
+@dataclass(frozen=True, slots=True)
+class ErrorDetail:
+    """One error kind: how many queries failed so, and the first few distinct messages."""
+
+    count: int
+    messages: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """{"count": n, "messages": [...]}, as in result.json's `errors_detail`."""
+        return {"count": self.count, "messages": list(self.messages)}
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> ErrorDetail:
+        """Read back `as_dict`."""
+        return cls(int(doc["count"]), tuple(map(str, doc.get("messages", ()))))
+
+
 _SUMMARIES = ("latency_ns", "service_latency_ns", "issue_lag_ns", "query_latency_ns")
 
 
@@ -121,6 +139,7 @@ class RunStats:
     samples: int
     errors: int
     errors_by_kind: dict[str, int]
+    errors_detail: dict[str, ErrorDetail]  # by kind, most frequent first
     unfinished: int
     late: int
     duration_s: float
@@ -153,7 +172,7 @@ class RunStats:
                 continue
             if isinstance(value, LatencySummary | EarlyStopping):
                 value = value.as_dict()
-            elif f.name == "components_ns":
+            elif f.name in ("components_ns", "errors_detail"):
                 value = {k: c.as_dict() for k, c in value.items()}
             elif f.name == "batch_sizes":
                 value = {str(k): v for k, v in value.items()}
@@ -176,6 +195,8 @@ class RunStats:
                 value = EarlyStopping.from_dict(value)
             elif f.name == "components_ns":
                 value = {k: ComponentSummary.from_dict(c) for k, c in value.items()}
+            elif f.name == "errors_detail":
+                value = {k: ErrorDetail.from_dict(d) for k, d in value.items()}
             elif f.name == "batch_sizes":
                 value = {int(k): int(v) for k, v in value.items()}
             values[f.name] = value
@@ -184,6 +205,8 @@ class RunStats:
             values["accuracy"] = Accuracy(accuracy.get("value"), int(accuracy.get("samples", 0)))
         if "target_latency_at_ns" not in values:  # schema 1: from the histogram, if kept
             values["target_latency_at_ns"] = _at_target(doc)
+        if "errors_detail" not in values:  # schema 1 kept counts only
+            values["errors_detail"] = _detail(values.get("errors_by_kind", {}), {})
         return cls(**values)
 
 
@@ -217,6 +240,7 @@ def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunS
         samples=c.samples,
         errors=sum(c.errors_by_kind.values()),  # warm-up errors count too
         errors_by_kind=dict(c.errors_by_kind),
+        errors_detail=_detail(c.errors_by_kind, c.error_messages),
         unfinished=times.unfinished,
         late=c.late,
         duration_s=duration_s,
@@ -240,6 +264,13 @@ def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunS
         steps=_steps(plan, c),
         histograms={name: encode(h) for name, h in hists.items() if h.get_total_count()},
     )
+
+
+def _detail(counts: dict[str, int], messages: dict[str, tuple[str, ...]],
+            ) -> dict[str, ErrorDetail]:
+    """Each error kind's count and messages, the most frequent kind first."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {kind: ErrorDetail(n, messages.get(kind, ())) for kind, n in ranked}
 
 
 def _component(summary: LatencySummary, end_to_end_mean: int) -> ComponentSummary:

@@ -104,7 +104,9 @@ def no_errors(p: RunPlan, r: RunStats) -> Reason | None:
         kinds = ", ".join(f"{k}={v}" for k, v in sorted(r.errors_by_kind.items()))
         failed = f"{r.errors} queries failed ({kinds})" if r.errors else \
             f"{r.unfinished} queries were left unfinished"
-        return Reason(ReasonCode.ERRORS, f"{failed}: a valid run has none")
+        first = next((f"; first {kind}: {d.messages[0]}" for kind, d in r.errors_detail.items()
+                      if d.messages), "")
+        return Reason(ReasonCode.ERRORS, f"{failed}: a valid run has none{first}")
     return None
 
 

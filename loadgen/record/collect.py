@@ -15,12 +15,13 @@ from typing import Any
 
 from loadgen.record.histograms import FLUSH_SLICE, Recorder
 from loadgen.record.querylog import QueryLog
-from loadgen.record.tally import RunTimes, Tally
+from loadgen.record.tally import MAX_DETAILS, RunTimes, Tally
 from loadgen.record.windows import WindowedRecorder, Windows
 
-__all__ = ["MAX_ERROR_KINDS", "TIDY_AT", "Collector"]
+__all__ = ["DETAIL_CHARS", "MAX_ERROR_KINDS", "TIDY_AT", "Collector"]
 
 MAX_ERROR_KINDS = 64
+DETAIL_CHARS = 300  # a message is cut to this length
 TIDY_AT = FLUSH_SLICE  # `tidy` records a slice of a buffer holding at least this many values
 _OTHER = "other"
 
@@ -49,6 +50,7 @@ class Collector:
                            self.query_latency]  # and each component's, as it appears
         self.batch_sizes: collections.Counter[int] = collections.Counter()
         self.errors_by_kind: collections.Counter[str] = collections.Counter()
+        self.error_messages: dict[str, list[str]] = {}
         self.outputs: dict[int, Any] | None = {} if keep_outputs else None
         self.issued = 0
         self.finished = 0
@@ -121,7 +123,7 @@ class Collector:
         if self.on_finish is not None:
             self.on_finish(done_ns)
 
-    def failed(self, query_id: int, done_ns: int, kind: str) -> None:
+    def failed(self, query_id: int, done_ns: int, kind: str, detail: str | None = None) -> None:
         entry = self._inflight.pop(query_id, None)
         if entry is None:
             self.late += 1
@@ -129,7 +131,7 @@ class Collector:
         self.finished += 1
         if self.log is not None:
             self.log.add(query_id, entry[0], entry[1], done_ns, kind)
-        self._count_error(kind)
+        self._count_error(kind, detail)
         if entry[3]:
             self.windows.error(entry[0])
         if self.on_finish is not None:
@@ -141,13 +143,15 @@ class Collector:
         while deadlines and deadlines[0][0] <= now_ns:
             _, query_id = deadlines.popleft()
             if query_id in self._inflight:
-                self.failed(query_id, now_ns, "timeout")
+                self.failed(query_id, now_ns, "timeout",
+                            f"no answer within query_timeout_ms {self.query_timeout_ns / 1e6:g}")
 
-    def abandon(self, now_ns: int, kind: str = "unfinished") -> int:
+    def abandon(self, now_ns: int, kind: str = "unfinished",
+                detail: str = "still in flight when the drain timeout ran out") -> int:
         """Fail whatever is still in flight (drain ran out); returns how many."""
         left = list(self._inflight)
         for query_id in left:
-            self.failed(query_id, now_ns, kind)
+            self.failed(query_id, now_ns, kind, detail)
         return len(left)
 
     def tidy(self) -> bool:
@@ -180,6 +184,7 @@ class Collector:
             components={name: r.histogram for name, r in sorted(self.components.items())},
             batch_sizes=dict(sorted(self.batch_sizes.items())),
             errors_by_kind=dict(self.errors_by_kind),
+            error_messages={k: tuple(v) for k, v in self.error_messages.items()},
             queries=self.measured_queries,
             samples=self.measured_samples,
             overlatency=self.overlatency,
@@ -201,7 +206,12 @@ class Collector:
                 self._recorders.append(recorder)
             recorder.add(int(value))
 
-    def _count_error(self, kind: str) -> None:
+    def _count_error(self, kind: str, detail: str | None) -> None:
         if kind not in self.errors_by_kind and len(self.errors_by_kind) >= MAX_ERROR_KINDS:
             kind = _OTHER
         self.errors_by_kind[kind] += 1
+        if detail:
+            kept = self.error_messages.setdefault(kind, [])
+            message = detail[:DETAIL_CHARS]
+            if len(kept) < MAX_DETAILS and message not in kept:
+                kept.append(message)

@@ -18,8 +18,10 @@ from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 from loadgen.record.histograms import decode, encode, merge, new_histogram
 from loadgen.record.windows import WindowCounts, merge_windows
 
-__all__ = ["HISTOGRAMS", "Accuracy", "RunTimes", "Tally", "merge_tallies"]
+__all__ = ["HISTOGRAMS", "MAX_DETAILS", "Accuracy", "RunTimes", "Tally", "merge_tallies"]
 
+MAX_DETAILS = 3
+"""Distinct failure messages kept per error kind."""
 HISTOGRAMS = ("latency_ns", "service_latency_ns", "issue_lag_ns", "query_latency_ns")
 _COUNTERS = ("queries", "samples", "overlatency", "late", "out_of_range")
 
@@ -59,6 +61,7 @@ class Tally:
     components: dict[str, HdrHistogram]
     batch_sizes: dict[int, int]
     errors_by_kind: dict[str, int]
+    error_messages: dict[str, tuple[str, ...]]  # per kind, the first few distinct messages
     queries: int
     samples: int
     overlatency: int
@@ -77,6 +80,7 @@ class Tally:
             "histograms": {k: text(h) for k, h in self.histograms.items()},
             "components": {k: text(h) for k, h in self.components.items()},
             "batch_sizes": dict(self.batch_sizes), "errors_by_kind": dict(self.errors_by_kind),
+            "error_messages": {k: list(v) for k, v in self.error_messages.items()},
             **{k: getattr(self, k) for k in _COUNTERS},
             "last_done_ns": self.last_done_ns, "windows": self.windows.encode(),
             "times": dataclasses.asdict(self.times),
@@ -93,6 +97,8 @@ class Tally:
             components={k: hist(v) for k, v in doc["components"].items()},
             batch_sizes={int(k): int(v) for k, v in doc["batch_sizes"].items()},
             errors_by_kind={str(k): int(v) for k, v in doc["errors_by_kind"].items()},
+            error_messages={str(k): tuple(map(str, v))
+                            for k, v in doc.get("error_messages", {}).items()},
             **{k: int(doc[k]) for k in _COUNTERS},
             last_done_ns=int(doc["last_done_ns"]),
             windows=WindowCounts.decode(doc["windows"]),
@@ -114,8 +120,19 @@ def merge_tallies(parts: Sequence[Tally]) -> Tally:
                     for k in components},
         batch_sizes=dict(sorted(batch.items())),
         errors_by_kind=dict(errors),
+        error_messages=_merge_messages(parts),
         **{k: sum(getattr(p, k) for p in parts) for k in _COUNTERS},
         last_done_ns=max(p.last_done_ns for p in parts),
         windows=merge_windows([p.windows for p in parts]),
         times=RunTimes.merge([p.times for p in parts]),
     )
+
+
+def _merge_messages(parts: Sequence[Tally]) -> dict[str, tuple[str, ...]]:
+    """Per kind, the first few distinct messages over every part, in part order."""
+    merged: dict[str, list[str]] = {}
+    for p in parts:
+        for kind, messages in p.error_messages.items():
+            kept = merged.setdefault(kind, [])
+            kept += [m for m in messages if m not in kept][:max(MAX_DETAILS - len(kept), 0)]
+    return {k: tuple(v) for k, v in merged.items()}

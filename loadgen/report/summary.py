@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loadgen.judge.stats import LatencySummary
+from loadgen.judge.stats import LatencySummary, RunStats
 from loadgen.report.result import RunResult
 
 __all__ = ["SUMMARY_FILE", "render_summary", "write_summary"]
@@ -34,6 +34,7 @@ def render_summary(result: RunResult) -> str:
              f"SUT       : {result.sut.get('sut', '?')}  {_describe_sut(result.sut)}",
              f"Scenario  : {s.scenario}   mode: {s.mode}   preset: {s.preset}",
              f"Result is : {'VALID' if v.valid else 'INVALID'}"]
+    lines += _why_most_failed(r)
     lines += [f"  reason  : [{reason.code}] {reason.text}" for reason in v.reasons]
     head = result.headline
     shown = _ms(head.value).strip() if head.name.endswith("_ns") else f"{head.value:.2f}"
@@ -77,10 +78,31 @@ def render_summary(result: RunResult) -> str:
         total = sum(r.batch_sizes.values())
         dist = "  ".join(f"{k}:{100 * n / total:.0f}%" for k, n in r.batch_sizes.items())
         lines += ["", f"Batch sizes: {dist}"]
+    lines += _errors_block(r)
     if v.warnings:
         lines += ["", "Warnings:"] + [f"  - {w}" for w in v.warnings]
     lines.append(_RULE)
     return "\n".join(lines) + "\n"
+
+
+def _why_most_failed(r: RunStats) -> list[str]:
+    """When most queries failed, the first lines say why: the commonest kind and its message."""
+    if not r.errors_detail or r.errors < r.queries:
+        return []
+    kind, detail = next(iter(r.errors_detail.items()))
+    said = f": {detail.messages[0]}" if detail.messages else ""
+    return [(f"  cause   : most queries failed ({r.errors} of {r.errors + r.queries}); "
+             f"{detail.count} as {kind}{said}")]
+
+
+def _errors_block(r: RunStats) -> list[str]:
+    if not r.errors_detail:
+        return []
+    lines = ["", "Errors (count, first distinct messages):"]
+    for kind, detail in r.errors_detail.items():
+        lines.append(f"  {kind:<20} {detail.count}")
+        lines += [f"      {message}" for message in detail.messages]
+    return lines
 
 
 def _steps_block(steps: list[dict[str, Any]]) -> list[str]:

@@ -46,7 +46,7 @@ class FakeSink:
                                      "sample_done_ns": sample_done_ns, "output": output,
                                      "seen_ns": time.perf_counter_ns()}
 
-    def failed(self, query_id: int, done_ns: int, kind: str) -> None:
+    def failed(self, query_id: int, done_ns: int, kind: str, detail: str | None = None) -> None:
         self._check(query_id)
         self.failures[query_id] = kind
 

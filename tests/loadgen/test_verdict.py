@@ -60,7 +60,8 @@ def _stats(plan: RunPlan, **changes: Any) -> RunStats:
     samples = plan.offline_sample_count if offline else QUERIES * plan.samples_per_query
     accuracy = Accuracy(0.99, samples) if plan.issue_mode is IssueMode.ACCURACY else None
     base = RunStats(
-        queries=queries, samples=samples, errors=0, errors_by_kind={}, unfinished=0, late=0,
+        queries=queries, samples=samples, errors=0, errors_by_kind={}, errors_detail={},
+        unfinished=0, late=0,
         duration_s=DURATION_S, qps_scheduled=99.5, qps_completed=queries / DURATION_S,
         samples_per_s=samples / DURATION_S, goodput_qps=queries / DURATION_S, overlatency=0,
         latency_ns=LATENCY, service_latency_ns=LATENCY, issue_lag_ns=LAG,
