@@ -183,7 +183,10 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
         parts = [_table([figures], list(figures))]
         parts += [f'<p class="bad">[{x.code}] {html.escape(x.text)}</p>' for x in v.reasons]
         parts += [f'<p class="warn">{html.escape(x)}</p>' for x in v.warnings]
-        return "".join(parts), ""
+        errors = [{"kind": k, "count": d.count, "messages": " | ".join(d.messages)}
+                  for k, d in r.errors_detail.items()]
+        below = "<h2>Errors</h2>" + _table(errors, ["kind", "count", "messages"]) if errors else ""
+        return "".join(parts), below
     from loadgen.report import tables
 
     if kind == "find-peak":

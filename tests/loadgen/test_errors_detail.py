@@ -92,3 +92,13 @@ def test_unfinished_and_timed_out_queries_say_what_happened() -> None:
     drained = "still in flight when the drain timeout ran out"
     assert tally.error_messages == {"timeout": ("no answer within query_timeout_ms 5",),
                                     "unfinished": (drained,)}
+
+
+def test_the_html_report_lists_the_errors(tmp_path: Path) -> None:
+    from loadgen.report.html import build_report
+
+    settings = load_settings(None, ["preset='dev'", "target_qps=400", "target_latency_ms=50",
+                                    "min_duration_s=0.3", "min_query_count=50"])
+    run_test(settings, "sim:service=const:100us,error_rate=0.3,seed=3", tmp_path)
+    page = build_report(tmp_path).read_text()
+    assert "<h2>Errors</h2>" in page and "simulated failure (error_rate=0.3)" in page
