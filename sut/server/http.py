@@ -5,7 +5,10 @@
     GET  /v2/models/{m}[/versions/{v}]            model metadata
     GET  /v2/models/{m}[/versions/{v}]/ready      200 {"name", "ready": true}
     POST /v2/models/{m}[/versions/{v}]/infer      JSON and binary tensor data
-    GET  /v2/models/{m}[/versions/{v}]/stats      per-model statistics
+    GET  /v2/models[/{m}[/versions/{v}]]/stats    per-model statistics (no name: all models)
+    GET  /v2/models/{m}[/versions/{v}]/config     model configuration (Triton's JSON)
+    POST /v2/repository/index                     [{"name", "version", "state"}]; body
+                                                  optional: {"ready": true} for ready only
     GET  /v2/models/{m}[/versions/{v}]/batcher    the batcher knobs in force
     POST /v2/models/{m}[/versions/{v}]/batcher    retune knobs live: a JSON object of
                                                   knob -> value; answers the knobs in force
@@ -17,6 +20,7 @@ token set, every path but the two health checks needs `Authorization: Bearer <to
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -48,13 +52,16 @@ def make_app(core: ServerCore, registry: CollectorRegistry) -> web.Application:
     router.add_get("/v2/health/live", _live)
     router.add_get("/v2/health/ready", _ready)
     router.add_get("/v2", _server_metadata)
+    router.add_get("/v2/models/stats", _stats)  # before /v2/models/{model}
     for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
         router.add_get(base, _model_metadata)
         router.add_get(f"{base}/ready", _model_ready)
         router.add_post(f"{base}/infer", _infer)
         router.add_get(f"{base}/stats", _stats)
+        router.add_get(f"{base}/config", _model_config)
         router.add_get(f"{base}/batcher", _batcher_knobs)
         router.add_post(f"{base}/batcher", _retune)
+    router.add_post("/v2/repository/index", _repository_index)
     router.add_get("/metrics", _metrics)
     return app
 
@@ -104,7 +111,7 @@ async def _server_metadata(request: web.Request) -> web.Response:
 def _named(request: web.Request) -> tuple[str, str]:
     """The model and version a model path names; version "" when the path has none."""
     info = request.match_info
-    return info["model"], info.get("version", "")
+    return info.get("model", ""), info.get("version", "")
 
 
 async def _model_metadata(request: web.Request) -> web.Response:
@@ -118,6 +125,22 @@ async def _model_ready(request: web.Request) -> web.Response:
 
 async def _stats(request: web.Request) -> web.Response:
     return web.json_response(request.app[CORE].model_stats(*_named(request)))
+
+
+async def _model_config(request: web.Request) -> web.Response:
+    return web.json_response(request.app[CORE].model_config(*_named(request)))
+
+
+async def _repository_index(request: web.Request) -> web.Response:
+    body = await request.read()
+    try:
+        options = json.loads(body) if body.strip() else {}
+    except ValueError:  # json.JSONDecodeError, UnicodeDecodeError
+        raise InvalidInput("the body is not JSON") from None
+    ready = options.get("ready", False) if isinstance(options, dict) else None
+    if not isinstance(ready, bool):
+        raise InvalidInput('want an empty body or a JSON object such as {"ready": true}')
+    return web.json_response(request.app[CORE].repository_index(ready))
 
 
 async def _batcher_knobs(request: web.Request) -> web.Response:

@@ -36,7 +36,7 @@ GRPC_DECLARED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.Stat
                  grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE,
                  grpc.StatusCode.DEADLINE_EXCEEDED}
 METHODS = ("ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
-           "ModelInfer")
+           "ModelInfer", "ModelConfig", "ModelStatistics", "RepositoryIndex")
 PATHS = ("/v2/models/mlp/infer", "/v2/models/mlp/versions/1/infer", "/v2/models/x/infer",
          "/v2/models/mlp/versions/7/infer")
 VALID_ROW = [0.25] * 256
