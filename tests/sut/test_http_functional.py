@@ -280,6 +280,7 @@ def test_unknown_route_and_method(server: ServerThread) -> None:
 
 TRITON_CHECK = """
 import json
+import queue
 import sys
 import numpy as np
 import tritonclient.grpc as tg
@@ -294,18 +295,39 @@ for binary in (True, False):
     i.set_data_from_numpy(x, binary_data=binary)
     o = th.InferRequestedOutput("output", binary_data=not binary)
     outs.append(h.infer("mlp", [i], outputs=[o], request_id="t").as_numpy("output"))
+c = h.get_model_config("mlp")
+assert (c["max_batch_size"], c["input"][0]["dims"], c["input"][0]["data_type"]) == (
+    8, [256], "TYPE_FP32")
+assert h.get_inference_statistics("mlp")["model_stats"][0]["inference_count"] >= 2 * len(x)
+assert h.get_model_repository_index() == [{"name": "mlp", "version": "1", "state": "READY"}]
 g = tg.InferenceServerClient(sys.argv[2])
 assert g.is_server_live() and g.is_server_ready() and g.is_model_ready("mlp")
 assert list(g.get_model_metadata("mlp").inputs[0].shape) == [-1, 256]
 i = tg.InferInput("input", list(x.shape), "FP32")
 i.set_data_from_numpy(x)
 outs.append(g.infer("mlp", [i], client_timeout=10).as_numpy("output"))
+gc = g.get_model_config("mlp").config
+assert (gc.max_batch_size, list(gc.input[0].dims), gc.input[0].data_type) == (8, [256], 11)
+gs = g.get_inference_statistics("mlp").model_stats[0]
+assert gs.name == "mlp" and gs.inference_count >= 3 * len(x), gs
+assert gs.inference_stats.success.count >= 3, gs
+assert [m.state for m in g.get_model_repository_index().models] == ["READY"]
+got = queue.Queue()
+g.start_stream(callback=lambda result, error: got.put((result, error)))
+for rid in ("s1", "s2"):
+    g.async_stream_infer("mlp", [i], request_id=rid)
+answers = [got.get(timeout=30) for _ in range(2)]
+g.stop_stream()
+assert all(e is None for _, e in answers), answers
+assert sorted(r.get_response().id for r, _ in answers) == ["s1", "s2"]
+outs.append(answers[0][0].as_numpy("output"))
 print(json.dumps([o.tolist() for o in outs]))
 """
 
 
 def test_tritonclient_interoperates(server: ServerThread) -> None:
-    """Triton's own client on both protocols, from an interpreter that has it installed.
+    """Triton's own client on both protocols, from an interpreter that has it installed:
+    infer, metadata, config, statistics, repository index and (gRPC) a stream.
 
     tritonclient[grpc] needs protobuf < 7 (ours is pinned at 7) and [http] brings gevent,
     so it is not a dependency: set LOADGEN_TRITON_PYTHON to a python with it to run this.
