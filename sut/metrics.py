@@ -18,6 +18,14 @@ Observed once per answered request (`observe`):
     sut_queue_seconds{model}            time in the batcher queue
     sut_compute_seconds{model}          forward pass of the batch the request ran in
 
+Connections (HTTP; grpc core keeps its own), read at scrape time, present before the model
+is loaded:
+
+    sut_connections_open{protocol}            connections open now (gauge)
+    sut_connections_closed_total{protocol,reason}
+                                              closed by the server: idle, slow_read,
+                                              refused (over the connection cap)
+
 The service does not say which worker ran a request, so there is no worker label.
 """
 
@@ -25,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from prometheus_client import CollectorRegistry, Histogram
@@ -51,6 +59,15 @@ _KNOBS = ("max_batch_size", "max_queue_delay_us", "max_queue_size")
 _log = logging.getLogger(__name__)
 
 
+class _Connections(Protocol):
+    """What the connection metrics read (`sut.server.connections.ConnectionCounts`)."""
+
+    @property
+    def open(self) -> int: ...
+    @property
+    def closed(self) -> Mapping[str, int]: ...
+
+
 class SutMetrics:
     """The metrics of one served model; `server_counts` gives the server's own outcomes."""
 
@@ -59,6 +76,7 @@ class SutMetrics:
         registry: CollectorRegistry,
         service: InferenceService,
         server_counts: Callable[[], Mapping[str, int]] = dict,
+        connections: _Connections | None = None,
     ) -> None:
         self._service = service
         self._queue = Histogram("sut_queue_seconds", "Time a request waited in the queue.",
@@ -68,6 +86,8 @@ class SutMetrics:
                                   ["model"], registry=registry, buckets=SECONDS_BUCKETS)
         self._children: dict[str, tuple[Any, Any]] = {}
         registry.register(_ServiceCollector(service, server_counts))
+        if connections is not None:
+            registry.register(_ConnectionCollector(connections))
 
     def observe(self, model: str, result: InferResult) -> None:
         """Record one answered request's queue and compute times."""
@@ -98,6 +118,25 @@ class _ServiceCollector(Collector):
             yield _knobs(name, self._service.batcher_config)
         if torch.cuda.is_available():
             yield from _gpu_metrics()
+
+
+class _ConnectionCollector(Collector):
+    """Reads the HTTP connection counts when Prometheus scrapes."""
+
+    def __init__(self, connections: _Connections) -> None:
+        self._connections = connections
+
+    def collect(self) -> Iterator[Metric]:
+        gauge = GaugeMetricFamily("sut_connections_open", "Connections open now.",
+                                  labels=["protocol"])
+        gauge.add_metric(["http"], self._connections.open)
+        yield gauge
+        closed = CounterMetricFamily("sut_connections_closed",
+                                     "Connections the server closed, by reason.",
+                                     labels=["protocol", "reason"])
+        for reason, n in sorted(self._connections.closed.items()):
+            closed.add_metric(["http", reason], n)
+        yield closed
 
 
 def _service_metrics(model: str, stats: Mapping[str, Any],

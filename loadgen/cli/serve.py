@@ -45,6 +45,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="longest wait for a result before 504 (default %(default)s)")
     p.add_argument("--drain-timeout-s", type=float, default=d.drain_timeout_s,
                    help="longest wait for in-flight requests on shutdown (default %(default)s)")
+    p.add_argument("--idle-timeout-s", type=float, default=d.idle_timeout_s,
+                   help="close a connection silent this long, since it opened or since its"
+                        " last answer (HTTP keep-alive; gRPC max idle) (default %(default)s)")
+    p.add_argument("--read-timeout-s", type=float, default=d.read_timeout_s,
+                   help="close an HTTP connection whose request head and body have not all"
+                        " arrived this long after its first byte (slow clients); also the"
+                        " gRPC handshake bound (default %(default)s)")
+    p.add_argument("--max-connections", type=int, default=d.max_connections,
+                   help="HTTP connections open at once; one more gets 503 and is closed"
+                        " (default %(default)s)")
+    p.add_argument("--max-streams", type=int, default=d.max_streams,
+                   help="concurrent gRPC streams per connection (default %(default)s)")
     p.set_defaults(handler=_serve)
 
 
@@ -60,7 +72,9 @@ def _serve(args: argparse.Namespace) -> int:
             host=args.host, http_port=args.http_port, grpc_port=args.grpc_port,
             auth_token=args.auth_token, tls_cert=args.tls_cert, tls_key=args.tls_key,
             max_body_bytes=args.max_body_bytes, max_inflight=args.max_inflight,
-            request_timeout_s=args.request_timeout_s, drain_timeout_s=args.drain_timeout_s)
+            request_timeout_s=args.request_timeout_s, drain_timeout_s=args.drain_timeout_s,
+            idle_timeout_s=args.idle_timeout_s, read_timeout_s=args.read_timeout_s,
+            max_connections=args.max_connections, max_streams=args.max_streams)
     except ValueError as exc:
         print(f"loadgen serve: {exc}", file=sys.stderr)
         return EXIT_USAGE

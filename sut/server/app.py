@@ -4,6 +4,7 @@ Order of a run: bind HTTP and gRPC (live answers at once, ready answers 503), pr
 one line with the bound addresses, load and warm the model, print `ready MODEL`.
 On SIGTERM or SIGINT: refuse new requests (503 / UNAVAILABLE), wait up to
 `drain_timeout_s` for those in flight, close both listeners, stop the service, return 0.
+Connections are bounded as `sut.server.connections` says (idle, slow read, cap).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sut.metrics import SutMetrics
+from sut.server.connections import ConnectionCounts, GuardedSite, watch
 from sut.server.core import ServerConfig, ServerCore
 from sut.server.grpc import make_grpc_server
 from sut.server.http import make_app
@@ -34,7 +36,9 @@ class InferenceServer:
         self.service = service
         self.config = config
         self.registry = CollectorRegistry() if registry is None else registry
-        self.metrics = SutMetrics(self.registry, service, lambda: self.core.outcomes)
+        self.connections = ConnectionCounts()
+        self.metrics = SutMetrics(self.registry, service, lambda: self.core.outcomes,
+                                  self.connections)
         self.core = ServerCore(service, config, self.metrics.observe)
         self._runner: web.AppRunner | None = None
         self._grpc: grpc.aio.Server | None = None
@@ -54,11 +58,14 @@ class InferenceServer:
         if cfg.tls_cert is not None and cfg.tls_key is not None:
             tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             tls.load_cert_chain(cfg.tls_cert, cfg.tls_key)
-        runner = web.AppRunner(make_app(self.core, self.registry), access_log=None,
-                               shutdown_timeout=cfg.drain_timeout_s)
+        app = make_app(self.core, self.registry)
+        app.middlewares.append(watch)
+        # aiohttp's own keep-alive close is a backstop: the guard closes (and counts) first
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=cfg.drain_timeout_s,
+                               keepalive_timeout=cfg.idle_timeout_s + cfg.read_timeout_s)
         await runner.setup()
         self._runner = runner
-        await web.TCPSite(runner, cfg.host, cfg.http_port, ssl_context=tls).start()
+        await GuardedSite(runner, cfg, self.connections, ssl_context=tls).start()
         self.http_port = int(runner.addresses[0][1])
         server = make_grpc_server(self.core)
         address = f"[{cfg.host}]:{cfg.grpc_port}" if ":" in cfg.host else \

@@ -30,7 +30,6 @@ import numpy as np
 import oipwire as p
 from oipwire import timing
 from sut.errors import ConfigError, InvalidInput
-from sut.server import triton
 from sut.server.errors import (
     Answer,
     Busy,
@@ -63,18 +62,34 @@ class ServerConfig:
     max_inflight: int = 1024  # infer requests held at once, over both protocols
     request_timeout_s: float = 60.0  # longest wait for a result
     drain_timeout_s: float = 30.0  # longest wait for in-flight requests at shutdown
+    idle_timeout_s: float = 60.0  # a connection silent this long is closed (HTTP and gRPC)
+    read_timeout_s: float = 30.0  # a request's head and body arrive within this of its
+    #                               first byte (HTTP); the gRPC handshake likewise
+    max_connections: int = 4096  # HTTP connections open at once; more get a 503 and closed
+    max_streams: int = 4096  # concurrent gRPC streams per connection
 
     def __post_init__(self) -> None:
+        problems = self._problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def _problems(self) -> list[str]:
+        out: list[str] = []
         for key in ("http_port", "grpc_port"):
             if not 0 <= getattr(self, key) <= 65535:
-                raise ValueError(f"{key} must be in [0, 65535], got {getattr(self, key)}")
-        for key in ("max_body_bytes", "max_inflight", "request_timeout_s", "drain_timeout_s"):
+                out.append(f"{key} must be in [0, 65535], got {getattr(self, key)}")
+        for key in ("max_body_bytes", "max_inflight", "request_timeout_s", "drain_timeout_s",
+                    "idle_timeout_s", "read_timeout_s", "max_connections", "max_streams"):
             if getattr(self, key) <= 0:
-                raise ValueError(f"{key} must be > 0, got {getattr(self, key)}")
+                out.append(f"{key} must be > 0, got {getattr(self, key)}")
+        for key in ("idle_timeout_s", "read_timeout_s"):
+            if getattr(self, key) > 86_400:
+                out.append(f"{key} must be at most 86400 (one day), got {getattr(self, key)}")
         if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError("TLS needs both a certificate and a key")
+            out.append("TLS needs both a certificate and a key")
         if self.auth_token is not None and not self.auth_token.strip():
-            raise ValueError("the auth token must not be empty")
+            out.append("the auth token must not be empty")
+        return out
 
 
 class ServerCore:
@@ -138,10 +153,8 @@ class ServerCore:
         return p.model_metadata(m.name, m.versions, m.platform, m.inputs, m.outputs)
 
     def model_stats(self, name: str, version: str = "") -> dict[str, Any]:
-        """Per-model statistics (Triton's layout, plus rejected, timeout and queue depth);
-        no name means every model (Triton's rule), here the one served."""
-        meta = self.model(name or (self.service.metadata.name if self.service.ready else ""),
-                          version)
+        """Per-model statistics (Triton's layout, plus rejected, timeout and queue depth)."""
+        meta = self.model(name, version)
         s = self.service.stats()
         r = s["requests"]
         return {"model_stats": [{
@@ -157,23 +170,6 @@ class ServerCore:
             "batch_stats": [{"batch_size": size, "compute_infer": {"count": count}}
                             for size, count in s["batch_sizes"].items()],
         }]}
-
-    def model_config(self, name: str, version: str = "") -> dict[str, Any]:
-        """The model configuration in Triton's JSON shape (`sut.server.triton`)."""
-        meta = self.model(name, version)
-        described = self.service.describe()
-        devices = described["device"]  # workers go round-robin over the devices
-        workers = [devices[i % len(devices)] for i in range(described["workers"])]
-        return triton.model_config(meta, self.service.batcher_config, workers)
-
-    def repository_index(self, ready_only: bool = False) -> list[dict[str, str]]:
-        """Triton's repository index: the served model's versions and their state."""
-        if self.service.ready:
-            meta = self.service.metadata
-            return triton.repository_index(meta.name, meta.versions, self.ready,
-                                           "the server is shutting down", ready_only)
-        return triton.repository_index(self.service.describe()["model"], ("1",), False,
-                                       "the model is not loaded", ready_only)
 
     def batcher_knobs(self, name: str, version: str = "") -> dict[str, Any]:
         """The model's batcher knobs in force."""

@@ -1,0 +1,156 @@
+"""Connection hygiene (`sut.server.connections`): idle and slow clients closed on time,
+a connection over the cap refused, the server answering meanwhile, `/metrics` counting."""
+
+from __future__ import annotations
+
+import http.client
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+import numpy as np
+import pytest
+
+import oipwire as p
+from loadgen.cli.main import main as cli_main
+from sut.server.core import ServerConfig
+from sut.server.thread import ServerThread
+from sut.service import build_service
+
+IDLE_S, READ_S, MARGIN_S = 1.0, 0.5, 1.5
+MLP = {"workers": "1", "max_batch_size": "4", "warmup": "0"}
+SLOW_HEAD = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Le"
+SLOW_BODY = (b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+             b"\r\nContent-Length: 100\r\n\r\n{\"inputs\":")
+
+
+@contextmanager
+def served(**config: float) -> Iterator[ServerThread]:
+    with ServerThread(build_service("mlp", MLP),
+                      ServerConfig(http_port=0, grpc_port=0, **config)) as server:  # type: ignore[arg-type]
+        yield server
+
+
+def connect(server: ServerThread, stack: ExitStack, first: bytes = b"") -> socket.socket:
+    sock = stack.enter_context(socket.create_connection(("127.0.0.1", server.server.http_port),
+                                                        timeout=5))
+    if first:
+        sock.sendall(first)
+    return sock
+
+
+def closed_after(socks: list[socket.socket], began: float, limit_s: float) -> dict[int, float]:
+    """Seconds from `began` until each socket read EOF or a reset (missing: still open)."""
+    when: dict[int, float] = {}
+    with selectors.DefaultSelector() as selector:
+        for i, sock in enumerate(socks):
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ, i)
+        while len(when) < len(socks) and time.monotonic() - began < limit_s:
+            for key, _ in selector.select(0.05):
+                sock = socks[key.data]
+                try:
+                    data = sock.recv(4096)
+                except ConnectionError:
+                    data = b""
+                assert data == b"", f"unexpected answer {data[:80]!r}"
+                when[key.data] = time.monotonic() - began
+                selector.unregister(sock)
+    return when
+
+
+def infer_ok(server: ServerThread, stop: threading.Event, answers: list[int]) -> None:
+    """Infer over keep-alive until `stop`, appending each status."""
+    x = np.ones((1, 256), dtype=np.float32)
+    body, headers = p.encode_request(p.InferRequest("", (p.InferTensor.from_numpy("input", x),),
+                                                    (), {}))
+    conn = http.client.HTTPConnection("127.0.0.1", server.server.http_port, timeout=10)
+    try:
+        while not stop.is_set():
+            conn.request("POST", "/v2/models/mlp/infer", body=body, headers=headers)
+            resp = conn.getresponse()
+            resp.read()
+            answers.append(resp.status)
+            time.sleep(0.02)
+    finally:
+        conn.close()
+
+
+def metric(server: ServerThread, line: str) -> float:
+    conn = http.client.HTTPConnection("127.0.0.1", server.server.http_port, timeout=10)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    values = [float(row.rsplit(" ", 1)[1]) for row in text.splitlines()
+              if row.startswith(line + " ")]
+    assert values, f"{line} not in /metrics"
+    return values[0]
+
+
+@pytest.mark.functional
+def test_idle_and_slow_connections_are_closed_on_time_while_infer_goes_on() -> None:
+    with served(idle_timeout_s=IDLE_S, read_timeout_s=READ_S) as server, ExitStack() as stack:
+        stop, answers = threading.Event(), list[int]()
+        worker = threading.Thread(target=infer_ok, args=(server, stop, answers))
+        worker.start()
+        try:
+            began = time.monotonic()
+            idle = [connect(server, stack) for _ in range(200)]
+            slow = [connect(server, stack, SLOW_HEAD) for _ in range(200)]
+            slow += [connect(server, stack, SLOW_BODY) for _ in range(20)]
+            setup_s = time.monotonic() - began
+            when = closed_after(slow + idle, began, IDLE_S + setup_s + MARGIN_S + 1)
+        finally:
+            stop.set()
+            worker.join(15)
+        assert len(when) == len(slow) + len(idle), "some connections stayed open"
+        slow_s = [when[i] for i in range(len(slow))]
+        idle_s = [when[i] for i in range(len(slow), len(slow) + len(idle))]
+        assert READ_S * 0.9 <= min(slow_s) and max(slow_s) <= READ_S + setup_s + MARGIN_S
+        assert IDLE_S * 0.9 <= min(idle_s) and max(idle_s) <= IDLE_S + setup_s + MARGIN_S
+        assert len(answers) >= 10 and set(answers) == {200}
+        closed = 'sut_connections_closed_total{protocol="http",reason="%s"}'
+        assert metric(server, closed % "slow_read") >= len(slow)
+        assert metric(server, closed % "idle") >= len(idle)
+        assert metric(server, 'sut_connections_open{protocol="http"}') >= 1  # the scrape
+
+
+@pytest.mark.functional
+def test_a_connection_over_the_cap_gets_503_naming_it_and_is_closed() -> None:
+    with served(max_connections=50) as server, ExitStack() as stack:
+        held = [connect(server, stack) for _ in range(50)]
+        give_up = time.monotonic() + 10
+        while server.server.connections.open < len(held):
+            assert time.monotonic() < give_up
+            time.sleep(0.01)
+        extra = connect(server, stack)
+        data = b""
+        while chunk := extra.recv(4096):
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 503 ") and b"50-connection cap" in data
+        held.pop().close()
+        give_up = time.monotonic() + 10
+        while server.server.connections.open >= 50:
+            assert time.monotonic() < give_up
+            time.sleep(0.01)
+        closed = 'sut_connections_closed_total{protocol="http",reason="refused"}'
+        assert metric(server, closed) == 1
+
+
+def test_config_names_every_bad_bound() -> None:
+    with pytest.raises(ValueError) as info:
+        ServerConfig(idle_timeout_s=0, read_timeout_s=-1, max_connections=0, max_streams=0)
+    for key in ("idle_timeout_s", "read_timeout_s", "max_connections", "max_streams"):
+        assert f"{key} must be > 0" in str(info.value)
+    with pytest.raises(ValueError, match="at most 86400"):
+        ServerConfig(idle_timeout_s=1e9)
+
+
+def test_serve_rejects_a_bad_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["serve", "--model", "mlp", "--max-connections", "0"]) == 2
+    assert "max_connections must be > 0" in capsys.readouterr().err
