@@ -30,6 +30,7 @@ import numpy as np
 import oipwire as p
 from oipwire import timing
 from sut.errors import ConfigError, InvalidInput
+from sut.server import triton
 from sut.server.errors import (
     Answer,
     Busy,
@@ -153,8 +154,10 @@ class ServerCore:
         return p.model_metadata(m.name, m.versions, m.platform, m.inputs, m.outputs)
 
     def model_stats(self, name: str, version: str = "") -> dict[str, Any]:
-        """Per-model statistics (Triton's layout, plus rejected, timeout and queue depth)."""
-        meta = self.model(name, version)
+        """Per-model statistics (Triton's layout, plus rejected, timeout and queue depth);
+        no name means every model (Triton's rule), here the one served."""
+        meta = self.model(name or (self.service.metadata.name if self.service.ready else ""),
+                          version)
         s = self.service.stats()
         r = s["requests"]
         return {"model_stats": [{
@@ -170,6 +173,23 @@ class ServerCore:
             "batch_stats": [{"batch_size": size, "compute_infer": {"count": count}}
                             for size, count in s["batch_sizes"].items()],
         }]}
+
+    def model_config(self, name: str, version: str = "") -> dict[str, Any]:
+        """The model configuration in Triton's JSON shape (`sut.server.triton`)."""
+        meta = self.model(name, version)
+        described = self.service.describe()
+        devices = described["device"]  # workers go round-robin over the devices
+        workers = [devices[i % len(devices)] for i in range(described["workers"])]
+        return triton.model_config(meta, self.service.batcher_config, workers)
+
+    def repository_index(self, ready_only: bool = False) -> list[dict[str, str]]:
+        """Triton's repository index: the served model's versions and their state."""
+        if self.service.ready:
+            meta = self.service.metadata
+            return triton.repository_index(meta.name, meta.versions, self.ready,
+                                           "the server is shutting down", ready_only)
+        return triton.repository_index(self.service.describe()["model"], ("1",), False,
+                                       "the model is not loaded", ready_only)
 
     def batcher_knobs(self, name: str, version: str = "") -> dict[str, Any]:
         """The model's batcher knobs in force."""

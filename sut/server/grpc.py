@@ -6,23 +6,31 @@ INVALID_ARGUMENT rather than grpc's generic INTERNAL. ModelInfer reads inputs fr
 came (typed only when every output has a typed field, e.g. not FP16). A client deadline
 bounds the request's wait in the queue. With a token set, every method but ServerLive
 and ServerReady needs the metadata `authorization: Bearer <token>`.
+
+Triton's extensions: ModelConfig and ModelStatistics fill Triton's messages from the
+very dicts the HTTP server answers with; RepositoryIndex; ModelStreamInfer takes a
+stream of ModelInferRequest and answers each with a ModelStreamInferResponse (the
+response, or `error_message` and the request's id), in completion order. A stream holds
+at most `max_inflight` requests that are not yet answered (back-pressure, not refusal).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 import grpc  # type: ignore[import-untyped]
+from google.protobuf import json_format  # type: ignore[import-untyped]
 from google.protobuf.message import DecodeError, Message  # type: ignore[import-untyped]
 
 import oipwire as p
 from oipwire.proto import SERVICE_NAME
 from oipwire.proto import grpc_predict_v2_pb2 as pb
 from sut.server.core import ServerConfig, ServerCore
-from sut.server.errors import answer_for
+from sut.server.errors import Unauthorized, answer_for
 
 __all__ = ["make_grpc_server", "request_from_pb", "response_to_pb"]
 
@@ -67,8 +75,12 @@ def make_grpc_server(core: ServerCore) -> grpc.aio.Server:
         ("ServerMetadata", pb.ServerMetadataRequest, rpcs.server_metadata, False),
         ("ModelMetadata", pb.ModelMetadataRequest, rpcs.model_metadata, False),
         ("ModelInfer", pb.ModelInferRequest, rpcs.model_infer, False),
+        ("ModelConfig", pb.ModelConfigRequest, rpcs.model_config, False),
+        ("ModelStatistics", pb.ModelStatisticsRequest, rpcs.model_statistics, False),
+        ("RepositoryIndex", pb.RepositoryIndexRequest, rpcs.repository_index, False),
     ]
     handlers = {name: _handler(core, kind, impl, open_) for name, kind, impl, open_ in methods}
+    handlers["ModelStreamInfer"] = _stream_handler(core, rpcs)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME,
                                                                           handlers),))
     return server
@@ -99,6 +111,69 @@ def _handler(core: ServerCore, kind: type[Message], impl: Impl,
         handle, request_deserializer=None, response_serializer=_serialize)
 
 
+def _stream_handler(core: ServerCore, rpcs: _Rpcs) -> grpc.RpcMethodHandler[bytes, Message]:
+    """ModelStreamInfer: each request runs as its own task; answers in completion order."""
+
+    async def handle(requests: AsyncIterator[bytes],
+                     context: Context) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        try:
+            core.authorize(_bearer(context.invocation_metadata() or ()))
+        except Unauthorized as exc:
+            answer = answer_for(exc)
+            core.count(answer)
+            await context.abort(grpc.StatusCode[answer.grpc_code], answer.message)
+        answers: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
+        slots = asyncio.Semaphore(core.config.max_inflight)  # taken until answered
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def one(raw: bytes, began: int) -> None:
+            msg = pb.ModelInferRequest()
+            try:
+                try:
+                    msg.ParseFromString(raw)
+                except DecodeError as exc:
+                    raise p.ProtocolError(f"malformed ModelInferRequest: {exc}") from None
+                out = pb.ModelStreamInferResponse(
+                    infer_response=await rpcs.model_infer(msg, context, began))
+            except Exception as exc:  # noqa: BLE001 (every error becomes an answer)
+                answer = answer_for(exc)
+                core.count(answer)
+                if answer.grpc_code == "INTERNAL":
+                    _log.error("ModelStreamInfer request failed", exc_info=exc)
+                out = pb.ModelStreamInferResponse(error_message=answer.message,
+                                                  infer_response=pb.ModelInferResponse(
+                                                      model_name=msg.model_name,
+                                                      model_version=msg.model_version,
+                                                      id=msg.id))
+            answers.put_nowait(out)
+
+        async def read() -> None:
+            try:
+                async for raw in requests:
+                    began = time.perf_counter_ns()
+                    await slots.acquire()
+                    task = asyncio.create_task(one(raw, began))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                while tasks:
+                    await asyncio.wait(set(tasks))
+            finally:
+                answers.put_nowait(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while (out := await answers.get()) is not None:
+                yield out
+                slots.release()
+        finally:
+            reader.cancel()
+            for task in set(tasks):
+                task.cancel()
+
+    return grpc.stream_stream_rpc_method_handler(
+        handle, request_deserializer=None, response_serializer=_serialize)
+
+
 def _serialize(message: Message) -> bytes:
     return message.SerializeToString()
 
@@ -111,7 +186,7 @@ def _bearer(metadata: Iterable[tuple[str, str | bytes]]) -> str | None:
 
 
 class _Rpcs:
-    """The six methods, over already-parsed messages."""
+    """The unary methods, over already-parsed messages."""
 
     def __init__(self, core: ServerCore) -> None:
         self._core = core
@@ -147,6 +222,21 @@ class _Rpcs:
         req, typed = request_from_pb(msg)
         resp = await core.infer(meta, req, began, context.time_remaining())
         return response_to_pb(resp, typed)
+
+    async def model_config(self, msg: pb.ModelConfigRequest, context: Context,
+                           began: int) -> pb.ModelConfigResponse:
+        config = self._core.model_config(msg.name, msg.version)
+        return pb.ModelConfigResponse(config=json_format.ParseDict(config, pb.ModelConfig()))
+
+    async def model_statistics(self, msg: pb.ModelStatisticsRequest, context: Context,
+                               began: int) -> pb.ModelStatisticsResponse:
+        stats = self._core.model_stats(msg.name, msg.version)  # Triton's fields, and more
+        return json_format.ParseDict(stats, pb.ModelStatisticsResponse(),
+                                     ignore_unknown_fields=True)
+
+    async def repository_index(self, msg: pb.RepositoryIndexRequest, context: Context,
+                               began: int) -> pb.RepositoryIndexResponse:
+        return pb.RepositoryIndexResponse(models=self._core.repository_index(msg.ready))
 
 
 def request_from_pb(msg: pb.ModelInferRequest) -> tuple[p.InferRequest, bool]:
