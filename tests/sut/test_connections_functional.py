@@ -142,6 +142,42 @@ def test_a_connection_over_the_cap_gets_503_naming_it_and_is_closed() -> None:
         assert metric(server, closed) == 1
 
 
+@pytest.mark.functional
+def test_grpc_closes_silent_and_idle_connections_on_time() -> None:
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04" + bytes(5)  # + SETTINGS
+    with served(idle_timeout_s=IDLE_S, read_timeout_s=READ_S) as server, ExitStack() as stack:
+        began = time.monotonic()
+        port = server.server.grpc_port
+        socks = [stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=5))
+                 for _ in range(100)]
+        for sock in socks[50:]:
+            sock.sendall(preface)
+        seen: dict[int, bytes] = {}
+        give_up = began + IDLE_S + MARGIN_S + 2
+        with selectors.DefaultSelector() as selector:
+            for i, sock in enumerate(socks):
+                sock.setblocking(False)
+                selector.register(sock, selectors.EVENT_READ, i)
+                seen[i] = b""
+            done: dict[int, float] = {}
+            while len(done) < len(socks) and time.monotonic() < give_up:
+                for key, _ in selector.select(0.05):
+                    try:
+                        chunk = socks[key.data].recv(4096)
+                    except ConnectionError:
+                        chunk = b""
+                    seen[key.data] += chunk
+                    if not chunk:
+                        done[key.data] = time.monotonic() - began
+                        selector.unregister(socks[key.data])
+        assert len(done) == len(socks), "some gRPC connections stayed open"
+        assert max(done[i] for i in range(50)) <= READ_S + MARGIN_S
+        assert all(b"handshake timeout" in seen[i] for i in range(50))
+        assert min(done[i] for i in range(50, 100)) >= IDLE_S * 0.9
+        assert max(done[i] for i in range(50, 100)) <= IDLE_S + MARGIN_S
+        assert all(b"connection idle" in seen[i] for i in range(50, 100))
+
+
 def test_config_names_every_bad_bound() -> None:
     with pytest.raises(ValueError) as info:
         ServerConfig(idle_timeout_s=0, read_timeout_s=-1, max_connections=0, max_streams=0)
