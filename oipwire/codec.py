@@ -275,6 +275,8 @@ def _flatten(data: Any, ctx: str, depth: int) -> list[Any]:
 
 
 def _params(obj: Any, ctx: str) -> dict[str, ParamValue]:
+    if obj is None:  # real servers send `"parameters": null` for none
+        return {}
     if not isinstance(obj, dict):
         raise ProtocolError(f"{ctx}: 'parameters' must be an object")
     for key, value in obj.items():
@@ -299,7 +301,9 @@ def _name(item: Any, where: str) -> str:
 
 
 def _string(doc: dict[str, Any], key: str) -> str:
-    value = doc.get(key, "")
+    value = doc.get(key)
+    if value is None:  # absent, or JSON null
+        return ""
     if not isinstance(value, str):
         raise ProtocolError(f"'{key}' must be a string")
     return value

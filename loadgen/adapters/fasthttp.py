@@ -7,13 +7,21 @@ and this client through the engine ~123k (Offline). aiohttp spends ~100 µs a re
 objects, header multidicts, stream readers and task switches; a load generator whose client
 is 10x slower than the server measures itself. Here a request is a pre-serialised `bytes`
 written as is, one in flight per connection (no pipelining), and the response parser reads
-the status line, Content-Length, `Connection: close` and one extra header, nothing else;
+the status line, the framing headers, `Connection` and one extra header, nothing else;
 a head seen before is not parsed again (`HttpPool.head`). The bare client costs ~5.8 µs of
 CPU a request in the event loop and syscalls; every further µs here costs ~15% throughput,
-so the completion path is written out in `data_received` rather than split into calls.
+so the Content-Length completion path is written out in `data_received` rather than split
+into calls; every other framing leaves it after the head, for `_Connection._framed`.
 
-Supported: Content-Length framing, keep-alive, TLS. Chunked or close-delimited bodies, and
-bytes arriving with no request in flight, are protocol errors (the connection is dropped).
+Responses (RFC 9112): Content-Length; `Transfer-Encoding: chunked` (chunk extensions
+ignored, trailers read and dropped; it wins over a Content-Length); close-delimited bodies
+(read to EOF, then the connection is reopened); HTTP/1.0 (keep-alive only when the server
+says `Connection: keep-alive`); `Connection: close` (the connection is closed after the
+response and reopened); interim 1xx responses skipped; header names in any case; no
+Content-Type needed. Requests always carry a Content-Type (`request_bytes`) and TLS works.
+A malformed response, 101, or bytes arriving with no request in flight are protocol errors
+(the connection is dropped); every failure passes a short `detail` (the reason, or the
+exception text) to the failure callback.
 
 `HttpPool` keeps `connections` connections open, each taking the next request from a
 `Pending` FIFO when free. A lost connection fails its request (`connection_reset`) and is
@@ -25,6 +33,7 @@ unanswered that long after it was written (`timeout`) and drops its connection.
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 from collections.abc import Callable
@@ -32,62 +41,146 @@ from typing import cast
 
 from loadgen.adapters.remote import Job, Pending, Tag
 
-__all__ = ["HttpPool", "fetch", "parse_head", "request_bytes"]
+__all__ = ["CHUNKED", "TO_CLOSE", "Chunked", "HttpPool", "fetch", "parse_head",
+           "request_bytes"]
 
 MAX_HEAD = 64 << 10
+MAX_CHUNK_LINE = 4096
+CHUNKED = -2
+"""`parse_head`'s body length of a chunked response."""
+TO_CLOSE = -3
+"""`parse_head`'s body length of a close-delimited response."""
 BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
 HEAD_CACHE = 256
 
 Response = Callable[[Tag, int, "bytes | bytearray", int, int, int, int], None]
 """(tag, status, buffer, body start, `extra_header` value or -1, sent_ns, done_ns)"""
-Failure = Callable[[Tag, int, str], None]
-"""(tag, now_ns, kind)"""
+Failure = Callable[[Tag, int, str, "str | None"], None]
+"""(tag, now_ns, kind, detail)"""
+_HEX = re.compile(rb"[0-9a-fA-F]{1,15}")
 
 
 def request_bytes(method: str, path: str, host: str, headers: dict[str, str],
                   body: bytes = b"") -> bytes:
-    """One serialised HTTP/1.1 request, Content-Length set."""
+    """One serialised HTTP/1.1 request, Content-Length set, Content-Type JSON unless given."""
+    if not any(k.lower() == "content-type" for k in headers):
+        headers = {"Content-Type": "application/json", **headers}
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in
              headers.items()), f"Content-Length: {len(body)}", "", ""]
     return "\r\n".join(lines).encode("latin-1") + body
 
 
-def _number(head: bytes | bytearray, name: bytes) -> int:
-    """The value of the integer header `name` (b"\\r\\nname:") in a lower-cased head, or -1."""
+def _value(head: bytes | bytearray, name: bytes) -> bytes | None:
+    """The value of header `name` (b"\\r\\nname:") in a lower-cased head, stripped, or None."""
     i = head.find(name)
     if i < 0:
-        return -1
+        return None
     j = head.find(b"\r\n", i + 2)
-    value = int(head[i + len(name):j] if j >= 0 else head[i + len(name):])
-    if value < 0:
-        raise ValueError(f"negative {name[2:-1].decode()}")
-    return value
+    return bytes(head[i + len(name):j] if j >= 0 else head[i + len(name):]).strip()
+
+
+def _number(head: bytes | bytearray, name: bytes) -> int:
+    """The value of the integer header `name` (b"\\r\\nname:") in a lower-cased head, or -1."""
+    value = _value(head, name)
+    if value is None:
+        return -1
+    if not value.isdigit():
+        raise ValueError(f"{name[2:-1].decode()} {value[:40]!r} is not a byte count")
+    return int(value)
 
 
 def parse_head(raw: bytes | bytearray, extra: bytes = b"") -> tuple[int, int, bool, int]:
     """(status, body length, keep-alive, `extra` value or -1) of a response head.
 
-    `raw` ends before the blank line; `extra` is b"\\r\\nname:" in lower case.
+    `raw` ends before the blank line; `extra` is b"\\r\\nname:" in lower case. The length is
+    `CHUNKED`, `TO_CLOSE` (read to EOF; keep-alive is then False), or a byte count; an
+    interim 1xx head has length 0. Raises ValueError saying what is wrong.
     """
     head = raw.lower()
-    if head[:7] != b"http/1." or len(head) < 12 or head[12:13] not in (b" ", b"\r", b""):
-        raise ValueError("not an HTTP/1.x status line")
+    if head[:7] != b"http/1." or len(head) < 12 or head[12:13] not in (b" ", b"\r", b"") \
+            or not head[9:12].isdigit():
+        raise ValueError(f"not an HTTP/1.x status line: {bytes(raw[:40])!r}")
     status = int(head[9:12])
-    length = _number(head, b"\r\ncontent-length:")
-    if length < 0:
-        if status not in (204, 304):
-            raise ValueError("no Content-Length (chunked and close-delimited bodies unsupported)")
-        length = 0
-    keep = head[5:8] == b"1.1" and b"\r\nconnection: close" not in head
-    return status, length, keep, _number(head, extra) if extra else -1
+    if status < 200:
+        if status == 101:
+            raise ValueError("101 Switching Protocols: not an HTTP/1.1 answer")
+        return status, 0, True, -1
+    coding = _value(head, b"\r\ntransfer-encoding:")
+    if coding is not None:
+        length = CHUNKED if coding.rsplit(b",", 1)[-1].strip() == b"chunked" else TO_CLOSE
+    else:
+        length = _number(head, b"\r\ncontent-length:")
+        if length < 0:
+            length = 0 if status in (204, 304) else TO_CLOSE
+    tokens = (_value(head, b"\r\nconnection:") or b"").replace(b" ", b"").split(b",")
+    keep = b"close" not in tokens if head[5:8] == b"1.1" else b"keep-alive" in tokens
+    return status, length, keep and length != TO_CLOSE, _number(head, extra) if extra else -1
+
+
+class Chunked:
+    """The body of a chunked response, decoded as it arrives (sans I/O).
+
+    `feed(buf)` reads on from where it stopped in `buf` (the same buffer, grown) and answers
+    the offset just past the response, or -1 when more bytes are needed; ValueError says what
+    is malformed. `body` is the decoded body once complete.
+    """
+
+    __slots__ = ("parts", "pos", "trailers")
+
+    def __init__(self, start: int) -> None:
+        self.pos = start
+        self.parts: list[bytes] = []
+        self.trailers = False
+
+    @property
+    def body(self) -> bytes:
+        """The chunks' data joined."""
+        return b"".join(self.parts)
+
+    def feed(self, buf: bytes | bytearray) -> int:
+        """Offset past the end of the response in `buf`, or -1 (need more)."""
+        pos = self.pos
+        while True:
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                if len(buf) - pos > (MAX_HEAD if self.trailers else MAX_CHUNK_LINE):
+                    raise ValueError("trailers too long" if self.trailers
+                                     else "chunk size line too long")
+                self.pos = pos
+                return -1
+            if self.trailers:
+                if eol == pos:
+                    return eol + 2
+                pos = eol + 2
+                continue
+            size = buf[pos:eol].split(b";", 1)[0].strip(b" \t")
+            if _HEX.fullmatch(size) is None:
+                raise ValueError(f"chunk size line not hex: {bytes(buf[pos:eol][:40])!r}")
+            n = int(size, 16)
+            if n == 0:
+                self.trailers = True
+                pos = eol + 2
+                continue
+            end = eol + 2 + n
+            if len(buf) < end + 2:
+                self.pos = pos
+                return -1
+            if buf[end:end + 2] != b"\r\n":
+                raise ValueError("chunk data not followed by CRLF")
+            self.parts.append(bytes(buf[eol + 2:end]))
+            pos = end + 2
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection; at most one request in flight."""
+    """One keep-alive connection; at most one request in flight.
 
-    __slots__ = ("buf", "extra", "keep", "pool", "sent_ns", "served", "start", "status", "tag",
-                 "total", "transport")
+    `total` is -1 while waiting for a head, the offset past the body of a Content-Length
+    response, or `CHUNKED` / `TO_CLOSE` while such a body arrives (`_framed`).
+    """
+
+    __slots__ = ("buf", "chunks", "extra", "keep", "pool", "sent_ns", "served", "start", "status",
+                 "tag", "total", "transport")
 
     def __init__(self, pool: HttpPool) -> None:
         self.pool = pool
@@ -97,6 +190,7 @@ class _Connection(asyncio.Protocol):
         self.buf = bytearray()
         self.total = self.extra = -1
         self.keep = True
+        self.chunks: Chunked | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
@@ -114,10 +208,14 @@ class _Connection(asyncio.Protocol):
             self.buf += data
             buf = self.buf
         if self.total < 0:
+            if self.total != -1:
+                self._framed(buf, now)
+                return
             end = buf.find(b"\r\n\r\n")
             if end < 0 or self.tag is None:
                 if self.tag is None or len(buf) > MAX_HEAD:
-                    self.abort("protocol_error", now)
+                    self.abort("protocol_error", now, "response head too long" if self.tag
+                               else "bytes with no request in flight")
                 elif not self.buf:
                     self.buf += buf
                 return
@@ -125,14 +223,17 @@ class _Connection(asyncio.Protocol):
             try:
                 self.status, length, self.keep, self.extra = (
                     self.pool._heads.get(head) or self.pool.head(head))  # type: ignore[arg-type]
-            except ValueError:
-                self.abort("protocol_error", now)
+            except ValueError as exc:
+                self.abort("protocol_error", now, str(exc))
                 return
             self.start = end + 4
+            if length < 0 or self.status < 200:
+                self._other(buf, length, now)
+                return
             self.total = self.start + length
         if len(buf) != self.total:
             if len(buf) > self.total:
-                self.abort("protocol_error", now)
+                self.abort("protocol_error", now, "bytes past the end of the response")
             elif not self.buf:
                 self.buf += buf
             return
@@ -156,16 +257,70 @@ class _Connection(asyncio.Protocol):
             self.transport.close()  # type: ignore[union-attr]
         pool.on_response(tag, status, buf, start, extra, sent_ns, now)
 
-    def abort(self, kind: str, now_ns: int) -> None:
+    # -- the slow paths: interim, chunked and close-delimited responses ----------------------
+
+    def _other(self, buf: bytes | bytearray, length: int, now: int) -> None:
+        """After a head that is not a final Content-Length one."""
+        rest = bytes(buf[self.start:])
+        self.buf = bytearray()
+        if self.status < 200:  # interim: drop it, read on
+            if rest:
+                self.data_received(rest)
+            return
+        self.total = length
+        self.chunks = Chunked(0) if length == CHUNKED else None
+        self.start = 0
+        self.buf += rest
+        if rest:
+            self._framed(self.buf, now)
+
+    def _framed(self, buf: bytes | bytearray, now: int) -> None:
+        """Body bytes of a chunked or close-delimited response (in `self.buf` from `start`)."""
+        if not self.buf:
+            self.buf += buf
+            buf = self.buf
+        chunks = self.chunks
+        if chunks is None:  # TO_CLOSE: the body ends with the connection
+            return
+        try:
+            end = chunks.feed(buf)
+        except ValueError as exc:
+            self.abort("protocol_error", now, str(exc))
+            return
+        if end < 0:
+            return
+        if end != len(buf):
+            self.abort("protocol_error", now, "bytes past the end of the response")
+            return
+        self._complete(chunks.body, now)
+
+    def _complete(self, body: bytes, now: int) -> None:
+        """A response ends (not the hot path): send the next request, then report this one."""
+        tag, self.tag, self.total, self.chunks = self.tag, None, -1, None
+        status, extra, sent_ns = self.status, self.extra, self.sent_ns
+        self.buf = bytearray()
+        self.served += 1
+        pool = self.pool
+        pool._failures = 0
+        if self.keep and self.transport is not None and not self.transport.is_closing():
+            pool._next(self)
+        elif self.transport is not None:
+            self.transport.close()
+        pool.on_response(tag, status, body, 0, extra, sent_ns, now)
+
+    def abort(self, kind: str, now_ns: int, detail: str | None = None) -> None:
         """Fail the request in flight (if any) with `kind` and drop the connection."""
         tag, self.tag = self.tag, None
         if tag is not None:
-            self.pool.on_failure(tag, now_ns, kind)
+            self.pool.on_failure(tag, now_ns, kind, detail)
         if self.transport is not None:
             self.transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.pool._lost(self)
+        if self.total == TO_CLOSE and self.tag is not None and exc is None:
+            self.keep = False
+            self._complete(bytes(self.buf), time.perf_counter_ns())
+        self.pool._lost(self, exc)
 
 
 class HttpPool:
@@ -267,14 +422,15 @@ class HttpPool:
             self._heads[raw] = parsed
         return parsed
 
-    def _lost(self, conn: _Connection) -> None:
+    def _lost(self, conn: _Connection, exc: Exception | None = None) -> None:
         if conn in self._live:
             self._live.remove(conn)
         if conn in self._idle:
             self._idle.remove(conn)
         if conn.tag is not None:
             tag, conn.tag = conn.tag, None
-            self.on_failure(tag, time.perf_counter_ns(), "connection_reset")
+            self.on_failure(tag, time.perf_counter_ns(), "connection_reset",
+                            f"connection lost: {exc}" if exc else "connection closed by the server")
         if self._closing:
             return
         if not conn.served:
@@ -297,33 +453,45 @@ class HttpPool:
             try:
                 await self._open()
                 return
-            except OSError:
+            except OSError as exc:
                 self._failures += 1
                 if not self._live:
                     self.pending.fail_all(self.on_failure, time.perf_counter_ns(),
-                                          "connect_error")
+                                          "connect_error", str(exc) or type(exc).__name__)
                 delay = self._backoff()
 
     def _sweep(self) -> None:
         now = time.perf_counter_ns()
         for conn in list(self._live):
             if conn.tag is not None and now - conn.sent_ns >= self.timeout_ns:
-                conn.abort("timeout", now)
+                conn.abort("timeout", now, f"no answer in {self.timeout_ns / 1e6:g} ms")
         period = min(max(self.timeout_ns / 10e9, 0.001), 0.1)
         self._sweeper = asyncio.get_running_loop().call_later(period, self._sweep)
 
 
 async def fetch(host: str, port: int, request: bytes, ssl_context: ssl.SSLContext | None = None,
                 timeout_s: float = 10.0) -> tuple[int, bytes]:
-    """One request on a fresh connection: (status, body); for setup calls."""
+    """One request on a fresh connection: (status, body), any framing; for setup calls."""
     async def exchange() -> tuple[int, bytes]:
         reader, writer = await asyncio.open_connection(
             host, port, ssl=ssl_context, server_hostname=host if ssl_context else None)
         try:
             writer.write(request)
-            raw = await reader.readuntil(b"\r\n\r\n")
-            status, length, _, _ = parse_head(raw[:-4])
-            return status, await reader.readexactly(length)
+            status = 100
+            while status < 200:
+                raw = await reader.readuntil(b"\r\n\r\n")
+                status, length, _, _ = parse_head(raw[:-4])
+            if length >= 0:
+                return status, await reader.readexactly(length)
+            if length == TO_CLOSE:
+                return status, await reader.read()
+            buf, chunks = bytearray(), Chunked(0)
+            while chunks.feed(buf) < 0:
+                data = await reader.read(65536)
+                if not data:
+                    raise ValueError("connection closed inside a chunked body")
+                buf += data
+            return status, chunks.body
         finally:
             writer.close()
 

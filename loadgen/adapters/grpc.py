@@ -25,7 +25,9 @@ coroutines take requests from the FIFO, one call at a time each. The completion 
 in the response deserializer, the first Python code to see the answer. Components: the
 server's timing parameters (every one of `oipwire.timing`) and `network` = service latency
 - `server_total`. Failures: `grpc_<CODE>` (grpc_UNAVAILABLE when the server is down: grpc
-reconnects with backoff on its own), `timeout`, `protocol_error`.
+reconnects with backoff on its own), `timeout`, `protocol_error`, each with the status code
+and details as detail. Outputs are not decoded, so a server may answer typed `contents` or
+`raw_output_contents` alike; unset optional fields of the metadata are simply empty.
 """
 
 from __future__ import annotations
@@ -240,10 +242,12 @@ class GrpcSut:
                 code = exc.code()
                 kind = "timeout" if code is grpc.StatusCode.DEADLINE_EXCEEDED and timeout \
                     else f"grpc_{code.name}"
-                report_failed(sink, tag, time.perf_counter_ns(), kind)
+                report_failed(sink, tag, time.perf_counter_ns(), kind,
+                              f"{code.name}: {(exc.details() or '')[:200]}")
                 continue
             if reply is None:  # grpc.aio answers None when the deserializer raised
-                report_failed(sink, tag, time.perf_counter_ns(), "protocol_error")
+                report_failed(sink, tag, time.perf_counter_ns(), "protocol_error",
+                              "response is not a ModelInferResponse")
                 continue
             done, resp = reply
             components = {_NAMES[key]: value.int64_param or value.uint64_param

@@ -11,6 +11,9 @@ Options (query-string keys; an unknown key is a SutSpecError naming it):
     tls=1              TLS on an http:// spec; ca=FILE trusts that CA bundle; insecure=1
                        skips certificate checks
     binary=1           binary tensor data (0: JSON `data` lists, inputs and outputs)
+    outputs=binary     how the server should send outputs: binary (default, when binary=1)
+                       or json (`binary_data_output` false: JSON `data` lists, as a client
+                       without binary support would ask; the timings are read the same way)
     version=V          model version (default: the server's choice)
     batch=8            samples per request at most (a larger query is split; the model's
                        first dim must be -1, else each request carries one sample)
@@ -25,11 +28,20 @@ latency still counts from the scheduled time). Each completion is stamped in
 `oipwire.timing`, under its component name; read from the JSON
 header by a scan, not decoded: json.loads costs ~5 µs, most of the per-request budget) and
 `network` = service latency - `server_total`. Failures: `http_<status>`, `timeout`,
-`connection_reset`, `connect_error`, `protocol_error`.
+`connection_reset`, `connect_error`, `protocol_error`; each with a detail (the status line
+and the error message of the body, `{"error": ...}` or FastAPI's `{"detail": ...}`, else
+its first bytes; the protocol error's reason; the exception text).
+
+Real servers: any HTTP/1.1 framing (`fasthttp`: KServe answers binary requests chunked,
+with a lower-case `inference-header-content-length` and no Content-Type); JSON nulls for
+optional metadata fields (`"versions": null`, `"parameters": null`) are absent fields; with
+`version=V` a server that answers 404 or 501 on `/versions/V` URLs gets a start error
+saying to drop `version=` (without it the adapter only uses unversioned URLs).
 """
 
 from __future__ import annotations
 
+import http
 import json
 import re
 from collections.abc import Sequence
@@ -50,15 +62,18 @@ from loadgen.adapters.remote import (
     report_failed,
     tls_context,
 )
-from loadgen.errors import SutError
+from loadgen.errors import SutError, SutSpecError
 from oipwire.codec import HEADER_LENGTH, encode_request
 from oipwire.messages import InferRequest
 from oipwire.tensors import InferTensor
 from oipwire.timing import PARAMETER_COMPONENTS, SERVER_TOTAL
 
-__all__ = ["HTTP_KEYS", "HttpSut", "Timings"]
+__all__ = ["HTTP_KEYS", "HttpSut", "Timings", "error_detail"]
 
-HTTP_KEYS = (*COMMON_KEYS, "connections", "binary", "insecure")
+HTTP_KEYS = (*COMMON_KEYS, "connections", "binary", "insecure", "outputs")
+OUTPUTS = ("binary", "json")
+EXCERPT = 200
+"""Bytes of an error body kept in a failure's detail."""
 SCHEMES = {"http": (80, False), "https": (443, True)}
 _KEYS = {key.encode(): name for key, name in PARAMETER_COMPONENTS.items()}
 _SCAN = re.compile(rb'"(' + b"|".join(_KEYS) + rb')"\s*:\s*(\d+)')
@@ -108,6 +123,9 @@ class HttpSut:
         self.max_in_flight = e.number("max_in_flight", e.number("connections", 64, 1), 1)
         self.connections = min(e.number("connections", 64, 1), self.max_in_flight)
         self.binary = e.flag("binary", True)
+        self.outputs = e.options.get("outputs", "binary" if self.binary else "json")
+        if self.outputs not in OUTPUTS:
+            raise SutSpecError(f"{e.url}: outputs={self.outputs!r}: expected binary or json")
         self.timeout_ms = e.number("timeout_ms", 0)
         self.version = e.options.get("version", "")
         self.batch = e.number("batch", 8, 1)
@@ -178,6 +196,7 @@ class HttpSut:
                 "model": self.endpoint.model, "version": self.version,
                 "platform": self.metadata.get("platform", ""), "connections": self.connections,
                 "max_in_flight": self.max_in_flight, "binary": self.binary,
+                "outputs": self.outputs,
                 "tls": self.endpoint.tls, "timeout_ms": self.timeout_ms,
                 "samples_per_request": self._samples.rows if self._samples else self.batch,
                 "samples": self._samples.count if self._samples else self.samples,
@@ -193,13 +212,17 @@ class HttpSut:
         except (OSError, TimeoutError, ValueError) as exc:
             raise SutError(f"{self.name}: GET {path}: {exc or type(exc).__name__}") from exc
         if status != 200:
-            raise SutError(f"{self.name}: {what} is not ready (GET {path}: HTTP {status})")
+            hint = ""
+            if self.version and status in (404, 501):
+                hint = f"; the server may not serve versioned URLs: drop version={self.version}"
+            raise SutError(f"{self.name}: {what} is not ready (GET {path}: "
+                           f"{error_detail(status, body)}){hint}")
         return body
 
     def _request(self, tensors: list[InferTensor]) -> bytes:
         """The whole HTTP request carrying these tensors."""
         body, headers = encode_request(InferRequest(inputs=tuple(tensors)), self.binary,
-                                       self.binary)
+                                       self.outputs == "binary")
         return request_bytes("POST", f"{self._model_path}/infer", self.endpoint.address,
                              headers | self._headers, body)
 
@@ -228,7 +251,7 @@ class HttpSut:
         sink = self._sink
         assert sink is not None
         if status != 200:
-            report_failed(sink, tag, done_ns, f"http_{status}")
+            report_failed(sink, tag, done_ns, f"http_{status}", error_detail(status, buf[start:]))
             return
         if type(tag) is not int and not tag[0].last_part():
             report_done(sink, tag, done_ns, None)  # a query keeps its last part's timings
@@ -243,6 +266,29 @@ class HttpSut:
         else:
             report_done(sink, tag, done_ns, components or None)
 
-    def _failure(self, tag: Tag, now_ns: int, kind: str) -> None:
+    def _failure(self, tag: Tag, now_ns: int, kind: str, detail: str | None) -> None:
         assert self._sink is not None
-        report_failed(self._sink, tag, now_ns, kind)
+        report_failed(self._sink, tag, now_ns, kind, detail)
+
+
+def error_detail(status: int, body: bytes | bytearray) -> str:
+    """`HTTP 503 Service Unavailable: message`: the message of a JSON error body
+    (`{"error": ...}`, or FastAPI's `{"detail": ...}`), else the body's first bytes."""
+    try:
+        line = f"HTTP {status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        line = f"HTTP {status}"
+    excerpt = bytes(body[:EXCERPT * 4])
+    message: Any = None
+    try:
+        doc = json.loads(excerpt)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        message = doc.get("error", doc.get("detail"))
+    if message is None:
+        message = excerpt[:EXCERPT].decode("utf-8", "replace").strip()
+    elif not isinstance(message, str):
+        message = json.dumps(message)
+    message = message[:EXCERPT]
+    return f"{line}: {message}" if message else line

@@ -266,16 +266,18 @@ def report_done(sink: CompletionSink, tag: Tag, done_ns: int,
         sink.done(job.query_id, job.last_done, job.components, job.sample_done)
 
 
-def report_failed(sink: CompletionSink, tag: Tag, now_ns: int, kind: str) -> None:
-    """A request failed: its query fails once; a `Job` sends no more parts."""
+def report_failed(sink: CompletionSink, tag: Tag, now_ns: int, kind: str,
+                  detail: str | None = None) -> None:
+    """A request failed: its query fails once; a `Job` sends no more parts. `detail` is what
+    a person needs to see why (status line and body excerpt, reason, exception text)."""
     if type(tag) is int:
-        sink.failed(tag, now_ns, kind)
+        sink.failed(tag, now_ns, kind, detail)
         return
     job = tag[0]
     job.outstanding -= 1
     if not job.failed:
         job.failed = True
-        sink.failed(job.query_id, now_ns, kind)
+        sink.failed(job.query_id, now_ns, kind, detail)
 
 
 class Pending(Generic[P]):
@@ -311,14 +313,15 @@ class Pending(Generic[P]):
             items.popleft()
         return None
 
-    def fail_all(self, fail: Callable[[Tag, int, str], None], now_ns: int, kind: str) -> None:
+    def fail_all(self, fail: Callable[[Tag, int, str, str | None], None], now_ns: int,
+                 kind: str, detail: str | None = None) -> None:
         """Fail every waiting request (nothing can carry them); a `Job` fails once."""
         while self._items:
             tag, payload = self._items.popleft()
             if payload is not None:
-                fail(tag, now_ns, kind)
+                fail(tag, now_ns, kind, detail)
             elif not tag.failed:
-                fail((tag, tag.next), now_ns, kind)
+                fail((tag, tag.next), now_ns, kind, detail)
 
 
 def metadata_inputs(doc: Mapping[str, Any], model: str) -> list[TensorSpec]:

@@ -84,7 +84,7 @@ def test_parse_head() -> None:
     assert parse_head(b"HTTP/1.1 429 x\r\ncontent-length:0\r\nConnection: close") == (
         429, 0, False, -1)
     assert parse_head(b"HTTP/1.0 200 OK\r\nContent-Length: 1")[2] is False
-    for bad in (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked", b"HTTP/1.1 2x0 OK", b"SSH-2",
+    for bad in (b"HTTP/1.1 101 Switching Protocols", b"HTTP/1.1 2x0 OK", b"SSH-2",
                 b"HTTP/1.1 200 OK\r\nContent-Length: -1"):
         with pytest.raises(ValueError):
             parse_head(bad)

@@ -362,3 +362,12 @@ def test_corrupted_valid_bodies(datatype: str, binary: bool, data: st.DataObject
     decodes_or_protocol_error(body[:cut], min(length, cut))
     decodes_or_protocol_error(corrupted, length)
     decodes_or_protocol_error(body, length + data.draw(st.integers(-length, 40)))
+
+
+def test_real_servers_nulls_are_absent_fields() -> None:
+    doc = {"model_name": "m", "model_version": None, "id": None, "parameters": None,
+           "outputs": [{"name": "y", "datatype": "FP32", "shape": [2], "parameters": None,
+                        "data": [1.0, 2.0]}]}
+    resp = p.decode_response(json.dumps(doc).encode())
+    assert (resp.model_version, resp.id, resp.parameters) == ("", "", {})
+    assert resp.outputs[0].parameters == {} and resp.outputs[0].data.tolist() == [1.0, 2.0]
