@@ -9,7 +9,10 @@
 
 from __future__ import annotations
 
-__all__ = ["LoadgenError", "ResultError", "SettingsError", "SutError", "SutSpecError"]
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["LoadgenError", "ResultError", "SettingsError", "SutError", "SutSpecError", "suggest"]
 
 
 class LoadgenError(Exception):
@@ -34,3 +37,9 @@ class SutError(LoadgenError):
 
 class ResultError(LoadgenError):
     """A saved result is missing or malformed."""
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """'; did you mean NAME?' for the closest of `choices` to a mistyped `word`, else ''."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""

@@ -6,6 +6,7 @@ or a bad value raises `ConfigError` naming the key.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -99,6 +100,8 @@ def parse_options(options: Mapping[str, str]) -> ServiceOptions:
         elif key in _PARSERS:
             values[key] = _PARSERS[key](key, raw)
         else:
-            raise ConfigError(key, f"unknown option; known: {', '.join(sorted(OPTION_HELP))}")
+            close = difflib.get_close_matches(key, list(OPTION_HELP), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(key, f"unknown option{hint}; known: {', '.join(sorted(OPTION_HELP))}")
     batcher = BatcherConfig(**{k: values.pop(k) for k in _BATCHER_KEYS if k in values})  # type: ignore[arg-type]
     return ServiceOptions(batcher=batcher, model_options=model_options, **values)  # type: ignore[arg-type]

@@ -12,9 +12,13 @@ from __future__ import annotations
 from loadgen.adapters.base import SystemUnderTest, parse_options
 from loadgen.adapters.null import NullSut
 from loadgen.adapters.sim import SimSut
-from loadgen.errors import SutSpecError
+from loadgen.errors import SutSpecError, suggest
 
-__all__ = ["make_sut"]
+__all__ = ["SPEC_FORMS", "make_sut"]
+
+SPEC_FORMS = ("null | sim:service=DIST:TIME[,servers=N,...] | builtin:MODEL[,key=value...] | "
+              "http[s]://HOST:PORT/MODEL[?key=value&...] | grpc[s]://HOST:PORT/MODEL[?...]")
+"""Every --sut SPEC kind, for help texts and errors."""
 
 
 def make_sut(spec: str) -> SystemUnderTest:
@@ -36,5 +40,5 @@ def make_sut(spec: str) -> SystemUnderTest:
         from loadgen.adapters.grpc import GrpcSut
 
         return GrpcSut.from_spec(spec)
-    raise SutSpecError(f"--sut {spec!r}: expected null, sim:..., builtin:MODEL[,key=value...], "
-                       "http[s]://HOST:PORT/MODEL or grpc[s]://HOST:PORT/MODEL")
+    raise SutSpecError(f"--sut {spec!r}: expected one of {SPEC_FORMS}"
+                       f"{suggest(kind, ('null', 'sim', 'builtin', 'http', 'https', 'grpc', 'grpcs'))}")

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink, Timers
-from loadgen.errors import SutSpecError
+from loadgen.errors import SutSpecError, suggest
 
 __all__ = ["ServiceTime", "SimSut", "parse_duration_ns", "service_draws"]
 
@@ -114,8 +114,8 @@ class SimSut:
         known = {"service", "servers", "seed", "error_rate", "stall_after_s"}
         unknown = sorted(set(options) - known)
         if unknown:
-            raise SutSpecError(f"sim: unknown key(s) {', '.join(unknown)}; known: "
-                               f"{', '.join(sorted(known))}")
+            raise SutSpecError(f"sim: unknown key {unknown[0]!r}{suggest(unknown[0], known)}; "
+                               f"known: {', '.join(sorted(known))}")
         try:
             return cls(
                 ServiceTime.parse(options.get("service", "const:1ms")),

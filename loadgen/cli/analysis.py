@@ -23,11 +23,14 @@ from pathlib import Path
 
 from loadgen.cli.exits import EXIT_MISMATCH
 
-__all__ = ["add_parsers"]
+__all__ = ["SUT_HELP", "add_parsers"]
+
+SUT_HELP = ("the system under test: null, sim:..., builtin:MODEL[,key=value...], "
+            "http[s]://HOST:PORT/MODEL or grpc[s]://HOST:PORT/MODEL (see `loadgen --help`)")
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="TOML test definition (see scenarios/)")
-    p.add_argument("--sut", required=True, help="null | sim:... | builtin:MODEL[,k=v...]")
+    p.add_argument("--sut", required=True, metavar="SPEC", help=SUT_HELP)
     p.add_argument("--out", type=Path, required=True, help="output directory (resumable)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting (repeatable)")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loadgen.cli.analysis import SUT_HELP
 from loadgen.cli.analysis import add_parsers as _add_analysis
 from loadgen.cli.calibrate import add_parser as _add_calibrate
 from loadgen.cli.exits import EXIT_ERROR, EXIT_INVALID, EXIT_USAGE, EXIT_VALID
@@ -28,7 +29,7 @@ __all__ = ["build_parser", "main"]
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run one test definition against a SUT")
     p.add_argument("file", type=Path, nargs="?", help="TOML test definition (see scenarios/)")
-    p.add_argument("--sut", required=True, help="null | sim:... | builtin:MODEL[,k=v...]")
+    p.add_argument("--sut", required=True, metavar="SPEC", help=SUT_HELP)
     p.add_argument("--out", type=Path, default=Path("runs/latest"), help="run directory")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting (repeatable)")
@@ -80,9 +81,29 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_VALID if result.valid else EXIT_INVALID
 
 
+DESCRIPTION = """\
+Measure an inference server the way MLPerf does: issue SingleStream, MultiStream,
+Server (Poisson) or Offline traffic on a precomputed schedule, time every query from
+when it was due (no coordinated omission), and judge the run VALID or INVALID with
+its reasons. `loadgen run` one test, `find-peak` the highest rate that meets a
+latency SLO, `sweep` a grid of settings, `report` and `compare` saved runs,
+`calibrate` this harness, `serve` a model over the Open Inference Protocol.
+
+SUT specs (--sut): {forms}
+
+Exit codes: 0 VALID (find-peak: some rate passed), 1 INVALID (none did), 2 bad usage,
+settings or SUT spec, 3 the run failed (the SUT could not start), 4 compare found a
+construct mismatch.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="loadgen", description=__doc__)
+    from loadgen.adapters.registry import SPEC_FORMS
+
+    parser = argparse.ArgumentParser(
+        prog="loadgen", description=DESCRIPTION.format(forms=SPEC_FORMS),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
     _add_analysis(sub)

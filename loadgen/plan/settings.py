@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.errors import SettingsError
+from loadgen.errors import SettingsError, suggest
 
 __all__ = [
     "ARRIVALS",
@@ -150,7 +150,7 @@ _PATH_KEYS = ("trace_file", "schedule_file")
 
 def _coerce(key: str, value: Any, problems: list[str]) -> Any:
     if key not in _FIELDS:
-        problems.append(f"{key}: unknown key")
+        problems.append(f"{key}: unknown key{suggest(key, _FIELDS)}")
         return None
     if key == "scenario":
         try:
