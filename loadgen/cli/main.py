@@ -60,7 +60,7 @@ def _run(args: argparse.Namespace) -> int:
     from loadgen.api import run_test
     from loadgen.campaigns.calibrate import headroom_warning
     from loadgen.engine.processes import workers_warning
-    from loadgen.live.progress import print_progress
+    from loadgen.live.progress import ProgressLines
     from loadgen.live.prometheus import monitors_for
     from loadgen.plan.plan import RunPlan
     from loadgen.report.summary import render_summary
@@ -70,7 +70,9 @@ def _run(args: argparse.Namespace) -> int:
                             workers_warning(plan.settings, args.sut)) if w]
     for warning in warnings:
         print(f"loadgen: warning: {warning}", file=sys.stderr)
-    progress = None if args.quiet else print_progress
+    progress = None if args.quiet else ProgressLines(plan)
+    if progress is not None:
+        progress.announce()
     if plan.settings.workers > 1 and (args.prometheus_port or args.pushgateway):
         raise SettingsError(["workers: live metrics read one process; use --workers 1"])
     with monitors_for(args.prometheus_port, args.pushgateway) as monitors:
