@@ -221,16 +221,16 @@ class _Connection(asyncio.Protocol):
                 return
             head = bytes(buf[:end]) if self.buf else buf[:end]
             try:
-                self.status, length, self.keep, self.extra = (
+                status, length, self.keep, self.extra = (
                     self.pool._heads.get(head) or self.pool.head(head))  # type: ignore[arg-type]
             except ValueError as exc:
                 self.abort("protocol_error", now, str(exc))
                 return
-            self.start = end + 4
-            if length < 0 or self.status < 200:
+            self.status, self.start = status, end + 4
+            if length < 0 or status < 200:
                 self._other(buf, length, now)
                 return
-            self.total = self.start + length
+            self.total = end + 4 + length
         if len(buf) != self.total:
             if len(buf) > self.total:
                 self.abort("protocol_error", now, "bytes past the end of the response")
