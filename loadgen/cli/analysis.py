@@ -20,6 +20,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from loadgen.cli.exits import EXIT_MISMATCH
 
@@ -67,9 +68,15 @@ def _sweep(args: argparse.Namespace) -> int:
     doc = run_sweep(settings, args.sut, axes, args.launches, args.out, log=_log(args))
     report = build_report(args.out)
     for point in doc["points"]:
-        print(("NOISY  " if point["noisy"] else "") + point["headline"])
+        print(_noisy(point) + point["headline"])
     print(f"wrote {args.out / 'sweep.json'}, {args.out / 'sweep.csv'} and {report}")
     return 0
+
+
+def _noisy(point: dict[str, Any]) -> str:
+    """'NOISY (latency_p99_ns cv 8.1%)  ' for a point whose launches disagree, else ''."""
+    named = [f"{m} cv {point['stats'][m]['cv']:.1%}" for m in point.get("noisy_metrics", [])]
+    return f"NOISY ({', '.join(named)})  " if named else ""
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -63,6 +63,7 @@ def _run(args: argparse.Namespace) -> int:
     from loadgen.live.progress import ProgressLines
     from loadgen.live.prometheus import monitors_for
     from loadgen.plan.plan import RunPlan
+    from loadgen.report.html import build_report
     from loadgen.report.summary import render_summary
 
     plan = RunPlan.of(_settings(args))
@@ -77,9 +78,10 @@ def _run(args: argparse.Namespace) -> int:
         raise SettingsError(["workers: live metrics read one process; use --workers 1"])
     with monitors_for(args.prometheus_port, args.pushgateway) as monitors:
         result = run_test(plan, args.sut, args.out, progress, monitors, warnings)
+    report = build_report(args.out)
     if not args.quiet:
         print(render_summary(result), end="")
-        print(f"wrote {args.out / 'result.json'} and {args.out / 'summary.txt'}")
+        print(f"wrote {args.out / 'result.json'}, {args.out / 'summary.txt'} and {report}")
     return EXIT_VALID if result.valid else EXIT_INVALID
 
 

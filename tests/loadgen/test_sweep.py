@@ -222,3 +222,12 @@ def test_batcher_axes_are_refused_before_running(tmp_path: Path, spec: str, axis
         run_sweep(settings, spec, [parse_axis(axis)], 1, tmp_path, retune=server)
     assert not (tmp_path / "points").exists()
     assert all(call is None for call in server.calls)
+
+
+def test_a_noisy_point_names_its_noisy_metrics() -> None:
+    from loadgen.cli.analysis import _noisy
+
+    point = {"noisy_metrics": ["latency_p99_ns"],
+             "stats": {"latency_p99_ns": {"cv": 0.081}, "qps_scheduled": {"cv": 0.015}}}
+    assert _noisy(point) == "NOISY (latency_p99_ns cv 8.1%)  "
+    assert _noisy({"noisy_metrics": [], "stats": {}}) == ""
