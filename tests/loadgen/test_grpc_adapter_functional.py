@@ -78,6 +78,8 @@ def test_grpc_errors_counted_by_kind_functional(code: str) -> None:
     assert set(errors) == {f"grpc_{code}"} and not result["valid"]
     assert abs(result["errors"] / (result["queries"] + result["errors"]) - 0.25) < 0.05
     assert result["unfinished"] == 0
+    messages = result["errors_detail"][f"grpc_{code}"]["messages"]  # code: details
+    assert messages and all(m.startswith(f"{code}: ") for m in messages), messages
 
 
 @pytest.mark.functional

@@ -208,6 +208,8 @@ def test_http_errors_counted_by_kind_functional(status: int) -> None:
     assert set(errors) == {f"http_{status}"} and not result["valid"]
     assert abs(result["errors"] / (result["queries"] + result["errors"]) - 0.25) < 0.05
     assert result["unfinished"] == 0
+    messages = result["errors_detail"][f"http_{status}"]["messages"]  # status line + message
+    assert messages and all(m.startswith(f"HTTP {status} ") for m in messages), messages
 
 
 @pytest.mark.functional
@@ -215,6 +217,8 @@ def test_connection_reset_mid_run_functional() -> None:
     with spawn(reset_every=25) as server:
         result = run(HttpSut.from_spec(server.http("connections=4")), SERVER)
     assert set(result["errors_by_kind"]) == {"connection_reset"} and not result["valid"]
+    assert all(m.startswith("connection") for m in
+               result["errors_detail"]["connection_reset"]["messages"])
     assert result["errors"] >= 10 and result["queries"] >= 400 and result["unfinished"] == 0
 
 
@@ -223,6 +227,7 @@ def test_query_timeout_functional() -> None:
     with spawn(hang_every=20) as server:
         result = run(HttpSut.from_spec(server.http("timeout_ms=100")), SERVER)
     assert set(result["errors_by_kind"]) == {"timeout"} and result["unfinished"] == 0
+    assert result["errors_detail"]["timeout"]["messages"] == ["no answer in 100 ms"]
     assert result["errors"] >= 10 and result["queries"] >= 400
 
 
