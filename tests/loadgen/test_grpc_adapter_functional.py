@@ -3,18 +3,23 @@ and both remote adapters against the real `loadgen serve --model mlp`."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
+import grpc  # type: ignore[import-untyped]
 import pytest
 
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.adapters.grpc import GrpcSut
 from loadgen.adapters.http import HttpSut
 from loadgen.adapters.registry import make_sut
-from loadgen.api import run_loop
+from loadgen.api import run_async, run_loop
 from loadgen.errors import SutError, SutSpecError
-from tests.loadgen.test_http_adapter_functional import COMPONENTS, OFFLINE, SERVER, run
+from loadgen.plan.settings import load_settings
+from oipwire.proto import grpc_predict_v2_pb2 as pb
+from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
+from tests.loadgen.test_http_adapter_functional import COMPONENTS, OFFLINE, SERVER, as_dict, run
 from tests.oipwire.oip_echo import spawn
 from tests.served import serve
 
@@ -125,3 +130,45 @@ def test_real_server_over_http_and_grpc_functional() -> None:
                                "min_duration_s=1.6", "min_query_count=460"])
             assert result["valid"], (sut.name, result["reasons"], result["errors_by_kind"])
             assert COMPONENTS <= set(result["components_ns"]) and result["batch_sizes"]
+
+
+class _TypedServicer(pb_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
+    """As Triton and KServe may answer: outputs in typed `contents`, no raw bytes; metadata
+    with no versions; timings as parameters."""
+
+    async def ServerReady(self, request: Any, context: Any) -> Any:
+        return pb.ServerReadyResponse(ready=True)
+
+    async def ModelReady(self, request: Any, context: Any) -> Any:
+        return pb.ModelReadyResponse(ready=True)
+
+    async def ModelMetadata(self, request: Any, context: Any) -> Any:
+        return pb.ModelMetadataResponse(name="sum", platform="typed", inputs=[
+            pb.ModelMetadataResponse.TensorMetadata(name="x", datatype="FP32", shape=[-1, 4])])
+
+    async def ModelInfer(self, request: Any, context: Any) -> Any:
+        rows = request.inputs[0].shape[0]
+        reply = pb.ModelInferResponse(model_name="sum")
+        reply.outputs.add(name="y", datatype="FP32", shape=[rows, 1]).contents.fp32_contents.extend(
+            [1.0] * rows)
+        reply.parameters["server_total_ns"].int64_param = 1000
+        return reply
+
+
+@pytest.mark.functional
+def test_answers_in_typed_contents_functional() -> None:
+    async def scenario() -> dict[str, Any]:
+        server = grpc.aio.server()
+        pb_grpc.add_GRPCInferenceServiceServicer_to_server(_TypedServicer(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            result = await run_async(load_settings(None, OFFLINE),
+                                     GrpcSut.from_spec(f"grpc://127.0.0.1:{port}/sum"))
+        finally:
+            await server.stop(None)
+        return as_dict(result)
+
+    result = run_loop(asyncio.wait_for(scenario(), 60))
+    assert result["errors"] == 0 and result["unfinished"] == 0 and result["samples"] == 11000
+    assert "server_total" in result["components_ns"]

@@ -149,8 +149,12 @@ def test_response_heads_are_parsed_once_and_the_cache_is_bounded(
     pool, conn, answered = _pool_with_one_connection()
     parses: list[bytes] = []
     real = fasthttp.parse_head
-    monkeypatch.setattr(fasthttp, "parse_head", lambda raw, extra=b"": parses.append(raw)
-                        or real(raw, extra))
+
+    def counted(raw: bytes, extra: bytes = b"") -> tuple[int, int, bool, int]:
+        parses.append(raw)
+        return real(raw, extra)
+
+    monkeypatch.setattr(fasthttp, "parse_head", counted)
     monkeypatch.setattr(fasthttp, "HEAD_CACHE", 2)
     heads = [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % n for n in (1, 1, 2, 2, 3, 1)]
     for head in heads:
