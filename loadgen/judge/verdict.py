@@ -70,7 +70,8 @@ def _ms(ns: float) -> str:
 
 def not_interrupted(p: RunPlan, r: RunStats) -> Reason | None:
     if r.interrupted:
-        return Reason(ReasonCode.INTERRUPTED, "the run was interrupted before it finished")
+        return Reason(ReasonCode.INTERRUPTED, "the run was interrupted before it finished: "
+                                              "its figures are partial; run it to the end")
     return None
 
 
@@ -95,7 +96,8 @@ def min_queries(p: RunPlan, r: RunStats) -> Reason | None:
         return None
     if r.queries < p.min_query_count:
         return Reason(ReasonCode.MIN_QUERIES, f"{r.queries} queries completed, below "
-                                              f"min_query_count {p.min_query_count}")
+                                              f"min_query_count {p.min_query_count}: run "
+                                              "longer (min_duration_s), or fix the errors")
     return None
 
 
@@ -106,7 +108,8 @@ def no_errors(p: RunPlan, r: RunStats) -> Reason | None:
             f"{r.unfinished} queries were left unfinished"
         first = next((f"; first {kind}: {d.messages[0]}" for kind, d in r.errors_detail.items()
                       if d.messages), "")
-        return Reason(ReasonCode.ERRORS, f"{failed}: a valid run has none{first}")
+        return Reason(ReasonCode.ERRORS, f"{failed}: a valid run has none{first} (every "
+                                         "kind's count and messages: errors_detail)")
     return None
 
 
@@ -139,10 +142,12 @@ def accuracy(p: RunPlan, r: RunStats) -> Reason | None:
         return None
     target = p.settings.accuracy_target
     if r.accuracy is None or r.accuracy.value is None:
-        return Reason(ReasonCode.ACCURACY, "accuracy mode: the SUT cannot score its outputs")
+        return Reason(ReasonCode.ACCURACY, "accuracy mode: the SUT cannot score its outputs; "
+                                           "use one with a score() (builtin: models can)")
     if r.accuracy.value < target:
         return Reason(ReasonCode.ACCURACY, f"accuracy {r.accuracy.value:.4f} is below "
-                                           f"accuracy_target {target:g}")
+                                           f"accuracy_target {target:g}: check the model, "
+                                           "its weights and its precision")
     return None
 
 
@@ -154,9 +159,11 @@ def _warnings(p: RunPlan, r: RunStats) -> list[str]:
     s = p.settings
     out = []
     if not s.compliant:
-        out.append(f"preset {s.preset!r}: settings below MLPerf minimums, not a compliant result")
+        out.append(f"preset {s.preset!r}: settings below MLPerf minimums, not a compliant "
+                   "result; drop the preset for one")
     if s.warmup_s == 0 and p.issue_mode in (IssueMode.OPEN, IssueMode.CLOSED):
-        out.append("no warm-up (warmup_s = 0): cold-start effects are inside the measurement")
+        out.append("no warm-up (warmup_s = 0): cold-start effects are inside the measurement; "
+                   "set warmup_s (a few seconds) to leave them out")
     tail = r.queries * (1 - s.target_latency_percentile / 100)
     if s.scenario is not Scenario.OFFLINE and r.queries and tail < 100:
         out.append(f"only {tail:.0f} samples beyond p{s.target_latency_percentile:g}: the "
@@ -170,9 +177,11 @@ def _warnings(p: RunPlan, r: RunStats) -> list[str]:
         out.append("closed-loop arrivals labelled as Server: the offered load adapts to the SUT, "
                    "so latency is understated (coordinated omission); use poisson")
     if r.out_of_range:
-        out.append(f"{r.out_of_range} values outside the histogram range were not recorded")
+        out.append(f"{r.out_of_range} values outside the histogram range (1 ns to 1 h) were not "
+                   "recorded: a latency over an hour is a stuck query; set query_timeout_ms")
     if r.late:
-        out.append(f"{r.late} completions arrived after their query had already timed out")
+        out.append(f"{r.late} completions arrived after their query had already timed out: "
+                   "raise query_timeout_ms if the SUT is only slow")
     return out
 
 

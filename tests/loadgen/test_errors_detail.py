@@ -63,7 +63,7 @@ def test_a_failing_run_says_why_in_result_json_the_verdict_and_the_summary(
     assert detail["messages"] == ["simulated failure (error_rate=0.9)"]
     assert ReasonCode.ERRORS in result.verdict.codes
     errors = next(r for r in result.verdict.reasons if r.code is ReasonCode.ERRORS)
-    assert errors.text.endswith("first sim_error: simulated failure (error_rate=0.9)")
+    assert "; first sim_error: simulated failure (error_rate=0.9)" in errors.text
     text = render_summary(result)
     head = text.splitlines()[:8]
     assert any(line.startswith("  cause   : most queries failed") and
