@@ -95,13 +95,12 @@ def run_test(settings: TestSettings | RunPlan, sut: SystemUnderTest | str,
     """
     plan = settings if isinstance(settings, RunPlan) else RunPlan.of(settings)
     settings = plan.settings
-    if settings.workers > 1 and not isinstance(sut, str):
-        raise SettingsError([(f"workers: {settings.workers} load processes need a SUT spec "
-                              "string (each builds its own adapter)")])
-    if settings.workers > 1 and monitors:
-        raise SettingsError(["workers: live metrics read one process; use workers = 1"])
     if settings.workers > 1:
-        assert isinstance(sut, str)
+        if not isinstance(sut, str):
+            raise SettingsError([(f"workers: {settings.workers} load processes need a SUT spec "
+                                  "string (each builds its own adapter)")])
+        if monitors:
+            raise SettingsError(["workers: live metrics read one process; use workers = 1"])
         outcome, workers = run_processes(plan, sut, out_dir, progress)
         result = judge(plan, outcome, warnings, workers)
     else:

@@ -16,7 +16,7 @@ from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 from loadgen.judge import early_stopping
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, Scenario
-from loadgen.record.histograms import encode, percentile_ns, summary_ns
+from loadgen.record.histograms import decode, encode, percentile_ns, summary_ns
 from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.windows import steps_report, timeline_report
 
@@ -211,8 +211,7 @@ class RunStats:
 
 
 def _at_target(doc: dict[str, Any]) -> int:
-    from loadgen.record.histograms import decode
-
+    """A version-1 result's query latency at the SLO percentile (it did not record it)."""
     p = float(doc.get("settings", {}).get("target_latency_percentile", 99.0))
     blob = doc.get("histograms", {}).get("query_latency_ns")
     if blob is None:
