@@ -31,8 +31,9 @@ from loadgen.plan.qsl import QuerySampleLibrary
 from loadgen.plan.settings import IssueMode, Scenario, TestSettings, issue_mode
 from loadgen.plan.tokenslo import NO_TOKEN_SLOS, TokenSlos
 from loadgen.plan.tracefile import read_schedule, read_trace
+from loadgen.plan.workload import prompts_for
 
-__all__ = ["NO_SLO_NS", "RunPlan", "arrival_for", "describe_process"]
+__all__ = ["NO_SLO_NS", "RunPlan", "arrival_for", "describe_process", "token_bounds"]
 
 NO_SLO_NS = 2**62
 """The latency bound used where a run has no SLO: no latency is ever over it."""
@@ -131,6 +132,8 @@ class RunPlan:
             library=QuerySampleLibrary(s.total_sample_count, s.performance_sample_count,
                                        s.qsl_rng_seed),
             arrival=arrival_for(s) if mode is IssueMode.OPEN else None,
+            prompts=prompts_for(s),
+            **token_bounds(s),
         )
 
     @property
@@ -172,6 +175,17 @@ def _describe_prompts(prompts: PromptSource | None) -> dict[str, Any] | None:
         return None
     describe = getattr(prompts, "describe", None)
     return describe() if describe is not None else {"kind": type(prompts).__name__}
+
+
+def token_bounds(s: TestSettings) -> dict[str, TokenSlos]:
+    """`token_targets` (MLPerf token mode) and `goodput_slos` (each 0 falls back on the
+    token-mode bound where there is one)."""
+    targets = TokenSlos(_ns(s.ttft_latency_ms / 1e3), _ns(s.tpot_latency_ms / 1e3)) \
+        if s.use_token_latencies else NO_TOKEN_SLOS
+    goodput = TokenSlos(_ns((s.goodput_ttft_ms or s.ttft_latency_ms) / 1e3),
+                        _ns((s.goodput_tpot_ms or s.tpot_latency_ms) / 1e3),
+                        _ns(s.goodput_itl_ms / 1e3), _ns(s.goodput_e2e_ms / 1e3))
+    return {"token_targets": targets, "goodput_slos": goodput}
 
 
 def describe_process(process: ArrivalProcess) -> dict[str, Any]:
