@@ -51,6 +51,7 @@ class TokenCounts:
     """Input and output tokens: totals, per-request summaries, rates, client/server check."""
 
     requests: int  # measured streams that finished well
+    finish_other: int  # of them, with a finish_reason other than `length`
     failed: int  # measured queries that failed (partial: of them, with tokens delivered)
     partial: int
     no_output: int
@@ -71,7 +72,7 @@ class TokenCounts:
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> TokenCounts:
         """Read back `as_dict`."""
-        return cls(**{f.name: doc[f.name] for f in dataclasses.fields(cls)})
+        return cls(**{f.name: doc.get(f.name, 0) for f in dataclasses.fields(cls)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +174,7 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float) -> TokenSt
     rate = summary_ns(h["output_mtok_per_s"])
     compared = c["compared"]
     counts = TokenCounts(
-        requests=c["streams"], failed=c["failed"], partial=c["partial"],
+        requests=c["streams"], finish_other=c["finish_other"], failed=c["failed"], partial=c["partial"],
         no_output=c["no_output"], input_total=c["input_total"], input_known=c["input_known"],
         output_total=c["output_total"], input=summary_ns(h["input_tokens"]),
         output=summary_ns(h["output_tokens"]), input_per_s=per_s(c["input_total"]),
