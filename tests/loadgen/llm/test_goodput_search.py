@@ -57,12 +57,13 @@ def test_find_peak_on_llmsim_lands_on_the_capacity(tmp_path: Path) -> None:
     cfg = SearchConfig(start_qps=round(0.6 * capacity), tolerance=0.03, repeats=1,
                        min_queries=50, goal="attainment", min_attainment=0.9)
     doc = find_peak(settings, SPEC, tmp_path, cfg, budget_s=120)
-    if doc["harness_high"] or doc["status"] == "harness_limited":
+    assert doc["goal"] == {"goal": "attainment", "min_attainment": 0.9}
+    on_capacity = doc["peak_qps"] == pytest.approx(capacity, rel=0.05)
+    if not on_capacity and (doc["harness_high"] or doc["status"] == "harness_limited"):
         pytest.skip(f"the machine is too busy for the harness to keep its schedule: "
                     f"{doc['headline']}")
     assert doc["status"] == "converged", doc["headline"]
-    assert doc["goal"] == {"goal": "attainment", "min_attainment": 0.9}
-    assert doc["peak_qps"] == pytest.approx(capacity, rel=0.05), (doc["bracket"], capacity)
+    assert on_capacity, (doc["bracket"], capacity)
     again = find_peak(settings, SPEC, tmp_path, cfg, budget_s=120)  # replays its journal
     assert again["bracket"] == doc["bracket"]
     with pytest.raises(Exception, match="other settings"):
