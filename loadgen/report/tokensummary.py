@@ -8,8 +8,11 @@ from __future__ import annotations
 from loadgen.judge.tokenstats import TokenStats, ViewedSummary
 from loadgen.report.result import RunResult
 
-__all__ = ["token_lines"]
+__all__ = ["TOKEN_COLUMNS", "token_lines", "token_rows"]
 
+TOKEN_COLUMNS = ("metric", "n", "p50 (ms)", "p90 (ms)", "p99 (ms)", "mean (ms)", "max (ms)",
+                 "p99 from send (ms)")
+"""The columns of `token_rows` (a row without a send view leaves the last empty)."""
 _ROWS = (("TTFT", "ttft_ns"), ("TTFO", "ttfo_ns"), ("E2E", "e2e_ns"), ("TPOT", "tpot_ns"),
          ("ITL", "itl_ns"), ("chunk gap", "chunk_gap_ns"), ("E2E/token", "normalized_latency_ns"),
          ("stall", "longest_stall_ns"))
@@ -77,3 +80,21 @@ def token_lines(result: RunResult) -> list[str]:
         return []
     return (_latency_lines(ts) + [""] + _count_lines(ts) + _mode_lines(ts)
             + _goodput_lines(ts))
+
+
+def token_rows(result: RunResult) -> list[dict[str, object]]:
+    """One row per token latency (ms), for the HTML report; none without token figures."""
+    ts = result.stats.token_stats
+    if ts is None:
+        return []
+    rows: list[dict[str, object]] = []
+    for name, key in _ROWS:
+        v = ts.latencies[key]
+        if not v.summary["count"]:
+            continue
+        row: dict[str, object] = {"metric": name, "n": v.summary["count"]}
+        row |= {f"{k} (ms)": v.summary[k] / 1e6 for k in ("p50", "p90", "p99", "mean", "max")}
+        if v.from_send is not None:
+            row["p99 from send (ms)"] = v.from_send["p99"] / 1e6
+        rows.append(row)
+    return rows

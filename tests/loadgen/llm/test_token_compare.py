@@ -17,8 +17,8 @@ MS, US = 1_000_000, 1_000
 def _result(step_base_ns: int) -> RunResult:
     model = CostModel(step_base_ns=step_base_ns, step_per_seq_ns=100 * US,
                       prefill_per_token_ns=10 * US, max_seqs=8)
-    c, sut = drive(model, [(i * 20 * MS, 1) for i in range(400)], 100, 8)
-    end = 400 * 20 * MS
+    c, sut = drive(model, [(i * 20 * MS, 1) for i in range(500)], 100, 8)
+    end = 500 * 20 * MS
     plan = RunPlan.of(settings_from_mapping({"scenario": "Server", "target_qps": 50.0,
                                              "use_token_latencies": True,
                                              "ttft_latency_ms": 100.0, "tpot_latency_ms": 20.0,
