@@ -3,6 +3,7 @@ within 5% of the analytic capacity (constant arrivals: below capacity no queue b
 TTFT grows without bound, so the knee is the capacity)."""
 
 import dataclasses
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -20,13 +21,11 @@ MODEL = CostModel(step_base_ns=5 * MS, step_per_seq_ns=250 * US, prefill_per_tok
 SPEC = "llmsim:step_base=5ms,step_per_seq=250us,prefill_per_token=25us,max_seqs=8"
 
 
-class _Result:
-    """The parts of a RunResult goodput_probe_passes reads."""
-
-    def __init__(self, good: int, attempted: int) -> None:
-        goodput = Goodput({}, good, attempted, good / attempted, 0.0, 0.0)
-        tokens = type("T", (), {"goodput": goodput})()
-        self.stats = type("S", (), {"token_stats": tokens, "interrupted": False})()
+def _result(good: int, attempted: int) -> SimpleNamespace:
+    """The parts of a RunResult that goodput_probe_passes reads."""
+    goodput = Goodput({}, good, attempted, good / attempted, 0.0, 0.0)
+    return SimpleNamespace(stats=SimpleNamespace(
+        token_stats=SimpleNamespace(goodput=goodput), interrupted=False))
 
 
 @pytest.mark.parametrize(("good", "attempted", "passes"), [
@@ -36,7 +35,7 @@ class _Result:
     (9_922, 10_000, False),
 ])
 def test_attainment_passes_with_confidence(good: int, attempted: int, passes: bool) -> None:
-    assert goodput_probe_passes(_Result(good, attempted), 0.99) is passes  # type: ignore[arg-type]
+    assert goodput_probe_passes(_result(good, attempted), 0.99) is passes  # type: ignore[arg-type]
 
 
 def test_a_bad_goal_is_refused(tmp_path: Path) -> None:

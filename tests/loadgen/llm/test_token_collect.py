@@ -11,7 +11,7 @@ from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.plan.tokenslo import TokenSlos
 from loadgen.record.collect import Collector
-from loadgen.record.histograms import summary_ns
+from loadgen.record.histograms import BUFFER_CAPACITY, Recorder, summary_ns
 from loadgen.record.tally import RunTimes, Tally, merge_tallies
 from loadgen.record.tokens import TokenRecorder
 
@@ -169,8 +169,6 @@ def test_result_keys_read_back() -> None:
 
 
 def test_recorder_extend_records_what_add_would() -> None:
-    from loadgen.record.histograms import BUFFER_CAPACITY, Recorder
-
     one, many = Recorder(), Recorder()
     blocks = [[i * 7 % 5000 for i in range(k)] for k in (3, 1000, 2000, 250)] * 12
     for block in blocks:
