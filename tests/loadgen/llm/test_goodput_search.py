@@ -3,8 +3,8 @@ within 5% of the analytic capacity (constant arrivals: below capacity no queue b
 TTFT grows without bound, so the knee is the capacity)."""
 
 import dataclasses
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
