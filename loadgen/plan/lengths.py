@@ -75,8 +75,9 @@ def _number(key: str, name: str, value: Any, problems: list[str]) -> float | Non
 
 
 def parse_length(key: str, value: Any, problems: list[str]) -> LengthDist | None:
-    """A LengthDist from a number or an inline table; problems are appended, naming `key`."""
-    if isinstance(value, LengthDist):
+    """A LengthDist from a number or an inline table (None: not set); problems are appended,
+    naming `key`."""
+    if value is None or isinstance(value, LengthDist):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         value = {"dist": "fixed", "value": value}

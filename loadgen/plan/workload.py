@@ -10,7 +10,10 @@
   `input_tokens`);
 * a dataset (`dataset`, JSON lines): each row's `prompt` (or `text`), its
   optional `output_tokens` (else drawn from `output_tokens`) and optional
-  `input_tokens` (else counted); sample i is row i mod rows.
+  `input_tokens` (else counted); sample i is row i mod rows;
+* a trace replay whose file carries `input_tokens` and `output_tokens`
+  columns: query i gets row i's lengths (`in_order`: the schedule then hands
+  query i sample index i, `plan.schedule`).
 
 Token lengths are counted by `tokenizer`: `approx` (one token per word or
 punctuation mark: each word of the synthetic text is one token, as a GPT-style
@@ -31,7 +34,8 @@ import numpy as np
 from loadgen.errors import SettingsError
 from loadgen.plan.lengths import LengthDist
 from loadgen.plan.prompts import Prompt, PromptSource
-from loadgen.plan.settings import TestSettings
+from loadgen.plan.settings import IssueMode, TestSettings, issue_mode
+from loadgen.plan.tracelengths import read_trace_lengths
 
 __all__ = ["TOKENIZERS", "DatasetPrompts", "SyntheticPrompts", "count_tokens", "prompts_for",
            "synthetic_text"]
@@ -77,9 +81,11 @@ class SyntheticPrompts:
     prefix_groups: int
     tokenizer: str
     seed: int
+    in_order: bool = False  # sample i is query i (a trace's lengths), not a library draw
 
     def prompt(self, index: int) -> Prompt:
         """The prompt of one sample index (the same text every time)."""
+        index %= self.input_lengths.size
         body = synthetic_text(np.random.default_rng((self.seed, 1, index)),
                               int(self.input_lengths[index]), self.tokenizer)
         prefix = ""
@@ -92,7 +98,8 @@ class SyntheticPrompts:
 
     def describe(self) -> dict[str, Any]:
         """Plain values for the plan's record."""
-        return {"kind": "synthetic", "samples": int(self.input_lengths.size),
+        return {"kind": "trace" if self.in_order else "synthetic",
+                "samples": int(self.input_lengths.size),
                 "mean_input_tokens": self.prefix_tokens + float(self.input_lengths.mean()),
                 "mean_output_tokens": float(self.output_lengths.mean()),
                 "fixed_output": self.fixed_output, "prefix_tokens": self.prefix_tokens,
@@ -158,6 +165,11 @@ def _read_dataset(s: TestSettings, output: LengthDist) -> DatasetPrompts:
 def prompts_for(settings: TestSettings) -> PromptSource | None:
     """The run's prompts, or None when it has no token workload."""
     s = settings
+    replay = issue_mode(s) is IssueMode.OPEN and s.arrival == "trace" and not s.schedule_file
+    lengths = read_trace_lengths(s.trace_file) if replay else None
+    if lengths is not None:
+        return SyntheticPrompts(lengths.input_tokens, lengths.output_tokens, s.fixed_output,
+                                0, 1, s.tokenizer, s.workload_rng_seed, in_order=True)
     if s.input_tokens is None and not s.dataset:
         return None
     output = s.output_tokens or LengthDist("fixed", 128.0)
