@@ -10,7 +10,9 @@ Schema (version 2), every latency in integer nanoseconds:
     query_latency_ns   (p50 p90 p95 p99 p999 mean min max count each; latency_ns counts
         from the scheduled time), target_latency_at_ns, components_ns{name: summary + share},
     batch_sizes{size: count}, early_stopping{...}, accuracy (accuracy mode), timeline[],
-    steps[], histograms{name: HDR V2 base64}, workers (several load processes)
+    steps[], histograms{name: HDR V2 base64}, workers (several load processes),
+    energy{measured, reason, devices[], method, sample_hz, idle_w, avg_w, peak_w, joules,
+        joules_per_query, qps_per_watt, ...} (see `judge.energy`)
 
 Version 1 lacked `plan`, `reason_codes` and `target_latency_at_ns`; it still reads
 (the codes are recovered from the reasons' prose, which version 1 wrote the same way).
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.errors import ResultError
+from loadgen.judge.energy import EnergyFigures
 from loadgen.judge.stats import RunStats
 from loadgen.judge.verdict import Headline, Reason, ReasonCode, Verdict
 from loadgen.plan.settings import TestSettings, settings_from_record
@@ -55,6 +58,7 @@ class RunResult:
     environment: dict[str, Any]
     schedule: dict[str, Any]
     workers: dict[str, Any] | None = None
+    energy: EnergyFigures | None = None  # None: a result written before energy was measured
 
     @property
     def valid(self) -> bool:
@@ -88,6 +92,8 @@ class RunResult:
                                "samples": accuracy.samples}
         if self.workers is not None:
             doc["workers"] = self.workers
+        if self.energy is not None:
+            doc["energy"] = self.energy.as_dict()
         return doc
 
     @classmethod
@@ -106,6 +112,7 @@ class RunResult:
             environment=dict(doc.get("environment") or {}),
             schedule=dict(doc.get("schedule") or {}),
             workers=doc.get("workers"),
+            energy=EnergyFigures.from_dict(doc["energy"]) if "energy" in doc else None,
         )
 
 
