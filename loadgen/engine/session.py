@@ -97,10 +97,10 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         loop.add_signal_handler(signal.SIGINT, runner.interrupt)
     trace = None
     try:
-        if started is not None:
-            started(collector)
         if energy is not None:
             await asyncio.to_thread(energy.idle)
+        if started is not None:
+            started(collector)
         runner.plan_ahead()  # before the gate, so planning does not eat a shared start
         gc.collect()
         gc.freeze()  # what is loaded now (models, arrays) is never scanned mid-run

@@ -91,35 +91,43 @@ class EnergyMeter:
         return tuple(zip(self.devices, rows[-1][1], strict=True))
 
     def _sample(self) -> tuple[int, tuple[tuple[float, ...], ...]]:
+        """One reading of every source, stamped halfway through reading them."""
+        before = self._clock()
         readings = tuple(s.read() for s in self.sources)
-        return self._clock(), readings
+        return (before + self._clock()) // 2, readings
 
-    def _sample_until(self, rows: list[tuple[int, tuple[tuple[float, ...], ...]]],
-                      until_ns: int | None) -> None:
-        """Append a reading every period until `until_ns` (or the stop event)."""
-        due = self._clock()
+    def _pace(self, rows: list[tuple[int, tuple[tuple[float, ...], ...]]],
+              until_ns: int | None) -> None:
+        """After the reading just taken, one every period until the stop event, or until
+        `until_ns` with a last one then."""
+        due = rows[-1][0]
         while True:
-            rows.append(self._sample())
             due += self._period_ns
             now = self._clock()
             if until_ns is not None and due > until_ns:
-                if until_ns > now and not self._halt.wait((until_ns - now) / 1e9):
-                    rows.append(self._sample())  # the last one at the end of the span
+                if until_ns > now:
+                    self._halt.wait((until_ns - now) / 1e9)
+                rows.append(self._sample())  # the last one closes the span
                 return
             due = max(due, now)  # fell behind (a slow read): skip, never burst
             if self._halt.wait((due - now) / 1e9):
                 return
+            rows.append(self._sample())
 
     def idle(self) -> None:
         """Take the idle baseline: `idle_s` of readings in this thread (none without sources)."""
         if self.sources and self.idle_s > 0:
-            self._sample_until(self._idle, self._clock() + round(self.idle_s * 1e9))
+            until = self._clock() + round(self.idle_s * 1e9)
+            self._idle.append(self._sample())
+            self._pace(self._idle, until)
 
     def start(self) -> None:
-        """Start the sampler thread (none without sources)."""
+        """Take a first reading now, in this thread (so the span starts before the run's
+        clock does), then start the sampler thread (none without sources)."""
         if not self.sources or self._thread is not None:
             return
-        self._thread = threading.Thread(target=self._sample_until, args=(self._rows, None),
+        self._rows.append(self._sample())
+        self._thread = threading.Thread(target=self._pace, args=(self._rows, None),
                                         name="loadgen-energy", daemon=True)
         self._thread.start()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +23,13 @@ class CountingSource:
         self.reads = 0
         self.threads: set[str] = set()
         self.closed = 0
+        self.read_by_sampler = threading.Event()
 
     def read(self) -> tuple[float, ...]:
         self.reads += 1
         self.threads.add(threading.current_thread().name)
+        if threading.current_thread().name == "loadgen-energy":
+            self.read_by_sampler.set()
         row = list(NAN_ROW)
         row[FIELDS.index("energy_j")] = float(self.reads)
         return tuple(row)
@@ -41,11 +45,11 @@ def test_idle_then_run_give_a_trace_in_time_order_read_off_the_callers_thread() 
     idle_reads = source.reads
     assert idle_reads >= 2 and source.threads == {threading.current_thread().name}
     meter.start()
-    while not meter.latest():  # the thread's first reading
-        threading.Event().wait(0.001)
-    assert meter.latest()[0][0] is source.device
+    started_ns = time.perf_counter_ns()
+    assert meter.latest()[0][0] is source.device  # the first reading is taken by start()
+    assert source.read_by_sampler.wait(10)
     trace = meter.stop()
-    assert "loadgen-energy" in source.threads
+    assert trace.t_ns[0] <= started_ns  # the span opens before whatever follows start()
     assert trace.devices == (source.device,)
     assert trace.values.shape == (trace.t_ns.size, 1, len(FIELDS))
     assert trace.t_ns.size >= 2 and np.all(np.diff(trace.t_ns) >= 0)
