@@ -31,7 +31,7 @@ __all__ = ["DeviceEnergy", "EnergyFigures", "energy_figures", "output_tokens_of"
 Floats = npt.NDArray[np.float64]
 _P, _E = FIELDS.index("power_w"), FIELDS.index("energy_j")
 _U, _M = FIELDS.index("util_pct"), FIELDS.index("memory_used_bytes")
-_SM, _T = FIELDS.index("sm_clock_mhz"), FIELDS.index("temp_c")
+_SM, _MC, _T = (FIELDS.index(f) for f in ("sm_clock_mhz", "mem_clock_mhz", "temp_c"))
 MIN_READINGS = 2
 
 
@@ -57,6 +57,7 @@ class DeviceEnergy:
     util_pct_avg: float | None = None
     memory_used_peak_bytes: float | None = None
     sm_clock_mhz_avg: float | None = None
+    mem_clock_mhz_avg: float | None = None
     temp_c_max: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -191,6 +192,7 @@ def _device(trace: EnergyTrace, d: int, t: Floats, a: float, b: float,
         _opt(_stat(window[:, _U], "mean")) if gpu else None,
         _opt(_stat(window[:, _M], "max"), 0) if gpu else None,
         _opt(_stat(window[:, _SM], "mean")) if gpu else None,
+        _opt(_stat(window[:, _MC], "mean")) if gpu else None,
         _opt(_stat(window[:, _T], "max")) if gpu else None)
     return figures, power
 
