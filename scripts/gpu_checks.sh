@@ -78,7 +78,7 @@ done
 echo "== 4. runs with energy on"
 SUT="builtin:mlp,device=cuda,max_batch_size=256"
 "$PY" -m loadgen run scenarios/offline.toml --sut "$SUT" --out "$OUT_DIR/offline" \
-  --set preset="'dev'" --set min_duration_s=10 --set target_qps=200000 \
+  --set preset="'dev'" --set min_duration_s=10 --set target_qps=100000 \
   --set energy_sample_hz=20 --set energy_idle_s=2 || true
 "$PY" -m loadgen run scenarios/server.toml --sut "$SUT,max_queue_delay_us=500" \
   --out "$OUT_DIR/server" --set preset="'dev'" --set min_duration_s=10 --set target_qps=5000 \
