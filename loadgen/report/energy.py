@@ -45,7 +45,8 @@ def _cell(value: object, scale: float = 1.0) -> str:
     if value is None:
         return "<td>-</td>"
     if isinstance(value, float | int):
-        return f"<td>{value * scale:.4g}</td>"
+        scaled = value * scale
+        return f"<td>{scaled:.4g}</td>" if abs(scaled) < 1e4 else f"<td>{scaled:.0f}</td>"
     return f'<td class="l">{html.escape(str(value))}</td>'
 
 
