@@ -71,6 +71,7 @@ class EnergyFigures:
 
     measured: bool
     reason: str | None = None
+    host: str | None = None  # where the devices were read: the load generator's host
     devices: tuple[DeviceEnergy, ...] = ()
     unmeasured: tuple[Unmeasured, ...] = ()
     method: str | None = None
@@ -90,10 +91,12 @@ class EnergyFigures:
     tokens_per_joule: float | None = None
 
     @classmethod
-    def not_measured(cls, reason: str, unmeasured: tuple[Unmeasured, ...] = (),
-                     sample_hz: float | None = None) -> EnergyFigures:
-        """A block that says nothing was measured, and why."""
-        return cls(False, reason, unmeasured=unmeasured, sample_hz=sample_hz)
+    def not_measured(cls, reason: str, trace: EnergyTrace | None = None) -> EnergyFigures:
+        """A block that says nothing was measured, and why (with what the trace tells)."""
+        if trace is None:
+            return cls(False, reason)
+        return cls(False, reason, trace.host, unmeasured=trace.unmeasured,
+                   sample_hz=trace.sample_hz if trace.devices else None)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, as in result.json."""
@@ -215,11 +218,11 @@ def energy_figures(trace: EnergyTrace, start_ns: int, end_ns: int, *, queries: i
     missing = trace.unmeasured
     if not trace.devices:
         said = "; ".join(f"{u.source}: {u.reason}" for u in missing) or "no device to read"
-        return EnergyFigures.not_measured(f"nothing could be measured ({said})", missing)
+        return EnergyFigures.not_measured(f"nothing could be measured ({said})", trace)
     hz = trace.sample_hz
     if end_ns <= start_ns:
         return EnergyFigures.not_measured("the measured window is empty (no query completed "
-                                          "in it)", missing, hz)
+                                          "in it)", trace)
     origin = start_ns
     t = (trace.t_ns - origin).astype(np.float64) / 1e9
     a, b = 0.0, (end_ns - origin) / 1e9
@@ -227,23 +230,22 @@ def energy_figures(trace: EnergyTrace, start_ns: int, end_ns: int, *, queries: i
     readings = int(in_window.sum())
     if t.size == 0 or t[0] > a or t[-1] < b:
         return EnergyFigures.not_measured("the readings do not cover the measured window "
-                                          "(the sampler started late or stopped early)",
-                                          missing, hz)
+                                          "(the sampler started late or stopped early)", trace)
     if readings < MIN_READINGS:
         return EnergyFigures.not_measured(
             f"only {readings} reading(s) fell in the {b:.3f} s measured window at {hz:g} Hz: "
-            "run longer or raise energy_sample_hz", missing, hz)
+            "run longer or raise energy_sample_hz", trace)
     per_device = [_device(trace, d, t, a, b, in_window) for d in range(len(trace.devices))]
     devices = tuple(f for f, _ in per_device)
     joules = _sum([d.joules for d in devices])
     if joules is None:
         return EnergyFigures.not_measured("a device gave too few readings to integrate",
-                                          missing, hz)
+                                          trace)
     total_power = np.nansum(np.stack([p for _, p in per_device]), axis=0)
     idle_w = _sum([d.idle_w for d in devices])
     avg_w = joules / b
     return EnergyFigures(
-        measured=True, devices=devices, unmeasured=missing,
+        measured=True, host=trace.host, devices=devices, unmeasured=missing,
         method="+".join(sorted({d.method for d in devices})),
         sample_hz=hz, samples=readings, window_s=_opt(b),
         idle_w=_opt(idle_w), avg_w=_opt(avg_w), peak_w=_opt(float(total_power.max())),

@@ -13,6 +13,7 @@ on the stop event, so `stop()` ends it at once.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ class EnergyTrace:
     idle_t_ns: npt.NDArray[np.int64] = field(
         default_factory=lambda: np.zeros(0, dtype=np.int64))
     idle_values: Floats = field(default_factory=lambda: np.zeros((0, 0, len(FIELDS))))
+    host: str = field(default_factory=socket.gethostname)  # where the devices were read
 
 
 def _as_arrays(rows: list[tuple[int, tuple[tuple[float, ...], ...]]], devices: int,

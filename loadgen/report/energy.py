@@ -28,8 +28,8 @@ def energy_lines(e: EnergyFigures | None) -> list[str]:
               f"{_num(e.idle_w, 'W', 1)}; {_sig(e.joules_per_query, 'J/query')}, "
               f"{_sig(e.qps_per_watt, 'QPS/W')}, {_sig(e.samples_per_s_per_watt, 'samples/s/W')}"
               + (f", {_sig(e.tokens_per_joule, 'tokens/J')}" if e.tokens_per_joule else ""))]
-    lines.append(f"  boundary: {', '.join(f'{d.name} ({d.model})' for d in e.devices)}; "
-                 f"{e.method} at {e.sample_hz:g} Hz, {e.samples} readings")
+    lines.append(f"  boundary: {', '.join(f'{d.name} ({d.model})' for d in e.devices)} on "
+                 f"{e.host}; {e.method} at {e.sample_hz:g} Hz, {e.samples} readings")
     lines += [f"  not read: {u.source}: {u.reason}" for u in e.unmeasured]
     return lines
 
@@ -60,7 +60,7 @@ def energy_html(e: EnergyFigures | None) -> str:
             ("peak W", e.peak_w), ("idle W", e.idle_w), ("active J", e.active_joules),
             ("J/query", e.joules_per_query), ("QPS/W", e.qps_per_watt),
             ("samples/s/W", e.samples_per_s_per_watt), ("tokens/J", e.tokens_per_joule),
-            ("method", e.method), ("sample Hz", e.sample_hz))
+            ("method", e.method), ("sample Hz", e.sample_hz), ("host", e.host))
     rows = ["<tr>" + "".join(f"<th>{html.escape(k)}</th>" for k, _ in head) + "</tr>",
             "<tr>" + "".join(_cell(v) for _, v in head) + "</tr>"]
     devices = ["<tr>" + "".join(f"<th>{html.escape(k)}</th>" for k, _ in _COLUMNS) + "</tr>"]

@@ -7,7 +7,7 @@ from loadgen.record.devices import Unmeasured
 from loadgen.report.energy import energy_html, energy_lines
 
 MEASURED = EnergyFigures(
-    measured=True,
+    measured=True, host="gpu-box",
     devices=(DeviceEnergy("gpu0", "gpu", "NVIDIA <H100>", "nvml_energy_counter", 700.0, 350.0,
                           400.0, 70.0, 93.5, float(40 << 30), 1980.0, 2619.0, 61.0),),
     unmeasured=(Unmeasured("cpu", "/sys/class/powercap does not exist"),),
@@ -21,8 +21,8 @@ def test_the_summary_gives_the_figures_the_boundary_and_what_was_not_read() -> N
     assert lines[0].startswith("Energy    : 700.00 J over 2.00 s, avg 350.0 W, peak 400.0 W, "
                                "idle 70.0 W; 0.07 J/query, 14.3 QPS/W, 14.3 samples/s/W")
     assert "tokens/J" not in lines[0]
-    assert lines[1] == ("  boundary: gpu0 (NVIDIA <H100>); nvml_energy_counter at 10 Hz, "
-                        "21 readings")
+    assert lines[1] == ("  boundary: gpu0 (NVIDIA <H100>) on gpu-box; nvml_energy_counter at "
+                        "10 Hz, 21 readings")
     assert lines[2] == "  not read: cpu: /sys/class/powercap does not exist"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,7 @@ def test_a_metered_run_integrates_the_fake_gpu_over_the_measured_window(
     e = result.energy
     assert e is not None and e.measured, e
     assert [d.name for d in e.devices] == ["gpu0", "cpu-package-0"]
+    assert e.host == socket.gethostname()
     assert e.method == "nvml_energy_counter+rapl_energy_counter"
     assert e.window_s == pytest.approx(result.stats.duration_s, rel=1e-6)
     assert e.joules == pytest.approx(100.0 * result.stats.duration_s, rel=1e-3)
