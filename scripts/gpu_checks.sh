@@ -55,6 +55,18 @@ except Exception as exc:  # noqa: BLE001
     driver = f"unknown ({exc!r})"
 print(f"GPU: {', '.join(names)}; driver {driver}; torch {torch.__version__}, "
       f"CUDA {torch.version.cuda}; bf16 supported: {torch.cuda.is_bf16_supported()}")
+import time
+from loadgen.record.nvml import open_gpus
+gpus, missing, close = open_gpus()
+for gpu in gpus:  # what one reading of every figure costs the sampler thread
+    began = time.perf_counter_ns()
+    for _ in range(100):
+        row = gpu.read()
+    each_us = (time.perf_counter_ns() - began) / 100 / 1e3
+    print(f"{gpu.device.name} {gpu.device.model}: {gpu.device.method}, one reading "
+          f"{each_us:.0f} us: {row}")
+print("not read:", [(m.source, m.reason) for m in missing])
+close()
 EOF
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,power.draw,power.limit --format=csv
 
