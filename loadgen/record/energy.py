@@ -32,7 +32,8 @@ from loadgen.record.powercap import POWERCAP_ROOT, open_packages
 __all__ = ["EnergyMeter", "EnergyTrace", "open_meter"]
 
 Floats = npt.NDArray[np.float64]
-Clock = Callable[[], int]
+Row = tuple[int, tuple[tuple[float, ...], ...]]
+"""One reading: its stamp (perf_counter ns) and a row of `FIELDS` per device."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +51,7 @@ class EnergyTrace:
     host: str = field(default_factory=socket.gethostname)  # where the devices were read
 
 
-def _as_arrays(rows: list[tuple[int, tuple[tuple[float, ...], ...]]], devices: int,
-               ) -> tuple[npt.NDArray[np.int64], Floats]:
+def _as_arrays(rows: list[Row], devices: int) -> tuple[npt.NDArray[np.int64], Floats]:
     t = np.array([r[0] for r in rows], dtype=np.int64)
     values = np.array([r[1] for r in rows], dtype=np.float64).reshape(
         len(rows), devices, len(FIELDS))
@@ -63,8 +63,7 @@ class EnergyMeter:
 
     def __init__(self, sources: Sequence[Source], sample_hz: float, idle_s: float,
                  unmeasured: Sequence[Unmeasured] = (),
-                 closers: Sequence[Callable[[], None]] = (),
-                 clock: Clock = time.perf_counter_ns) -> None:
+                 closers: Sequence[Callable[[], None]] = ()) -> None:
         if sample_hz <= 0:
             raise ValueError(f"sample_hz must be above 0, got {sample_hz!r}")
         self.sources = tuple(sources)
@@ -72,12 +71,12 @@ class EnergyMeter:
         self.idle_s = idle_s
         self.unmeasured = tuple(unmeasured)
         self._closers = tuple(closers)
-        self._clock = clock
+        self._clock = time.perf_counter_ns  # the engine's clock
         self._period_ns = round(1e9 / sample_hz)
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
-        self._idle: list[tuple[int, tuple[tuple[float, ...], ...]]] = []
-        self._rows: list[tuple[int, tuple[tuple[float, ...], ...]]] = []
+        self._idle: list[Row] = []
+        self._rows: list[Row] = []
         self._closed = False
 
     @property
@@ -92,14 +91,13 @@ class EnergyMeter:
             return ()
         return tuple(zip(self.devices, rows[-1][1], strict=True))
 
-    def _sample(self) -> tuple[int, tuple[tuple[float, ...], ...]]:
+    def _sample(self) -> Row:
         """One reading of every source, stamped halfway through reading them."""
         before = self._clock()
         readings = tuple(s.read() for s in self.sources)
         return (before + self._clock()) // 2, readings
 
-    def _pace(self, rows: list[tuple[int, tuple[tuple[float, ...], ...]]],
-              until_ns: int | None) -> None:
+    def _pace(self, rows: list[Row], until_ns: int | None) -> None:
         """After the reading just taken, one every period until the stop event, or until
         `until_ns` with a last one then."""
         due = rows[-1][0]
