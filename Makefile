@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean gpu-check
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev,bench]'
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+gpu-check:  # on a GPU host, with a CUDA build of torch (PYTHON=..., default python3)
+	bash scripts/gpu_checks.sh
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info

@@ -10,24 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.engine.processes import run_processes
 from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome, run_loop, run_session
 from loadgen.errors import SettingsError
-from loadgen.judge.stats import summarize
+from loadgen.judge.energy import EnergyFigures, energy_figures, output_tokens_of
+from loadgen.judge.stats import RunStats, measured_window_ns, summarize
 from loadgen.judge.verdict import evaluate, headline
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import describe_schedule, save_schedule
 from loadgen.plan.settings import TestSettings
 from loadgen.record.collect import Collector
+from loadgen.record.energy import EnergyMeter, open_meter
 from loadgen.report.environment import environment
 from loadgen.report.result import RunResult, write_result
 from loadgen.report.summary import write_summary
 
-__all__ = ["Monitor", "judge", "run_async", "run_loop", "run_test", "save_run"]
+__all__ = ["EnergyWatcher", "Monitor", "judge", "run_async", "run_loop", "run_test", "save_run"]
 
 
 class Monitor(Protocol):
@@ -40,6 +42,14 @@ class Monitor(Protocol):
         """Called once the run ended (result is None if it failed)."""
 
 
+@runtime_checkable
+class EnergyWatcher(Protocol):
+    """A monitor that also shows the energy meter's latest readings live."""
+
+    def watch_energy(self, meter: EnergyMeter) -> None:
+        """Called after `start`, when the run has an energy meter."""
+
+
 def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
           workers: dict[str, object] | None = None) -> RunResult:
     """Summarize and judge a session's outcome: the run's result."""
@@ -48,7 +58,25 @@ def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
     return RunResult(settings=plan.settings, plan=plan.as_dict(), stats=stats, verdict=verdict,
                      headline=headline(plan, stats), sut=outcome.sut,
                      environment=environment(), schedule=describe_schedule(plan),
-                     workers=workers)
+                     workers=workers, energy=_energy(plan, outcome, stats))
+
+
+def _energy(plan: RunPlan, outcome: SessionOutcome, stats: RunStats) -> EnergyFigures:
+    """The result's energy block, over the performance figures' own window."""
+    if outcome.energy is None:
+        why = ('energy = "off" in the settings' if plan.settings.energy == "off"
+               else "no energy meter ran on this path")
+        return EnergyFigures.not_measured(why)
+    start, end = measured_window_ns(plan, outcome.tally)
+    return energy_figures(outcome.energy, start, end, queries=stats.queries,
+                          samples=stats.samples, qps=stats.qps_completed,
+                          samples_per_s=stats.samples_per_s,
+                          output_tokens=output_tokens_of(stats.as_dict()))
+
+
+def _meter(plan: RunPlan) -> EnergyMeter | None:
+    s = plan.settings
+    return open_meter(s.energy, s.energy_sample_hz, s.energy_idle_s)
 
 
 async def run_async(settings: TestSettings, sut: SystemUnderTest,
@@ -71,11 +99,20 @@ async def _run_here(plan: RunPlan, sut: SystemUnderTest,
                     progress: Callable[[Progress], None] | None, monitors: Sequence[Monitor],
                     log_dir: Path | None, warnings: Sequence[str]) -> RunResult:
     """One plan run in this process, monitors told."""
+    meter = _meter(plan)
+
     def started(collector: Collector) -> None:
         for monitor in monitors:
             monitor.start(plan, sut, collector)
+            if meter is not None and isinstance(monitor, EnergyWatcher):
+                monitor.watch_energy(meter)
 
-    outcome = await run_session(plan, sut, progress=progress, log_dir=log_dir, started=started)
+    try:
+        outcome = await run_session(plan, sut, progress=progress, log_dir=log_dir,
+                                    started=started, energy=meter)
+    finally:
+        if meter is not None:
+            meter.close()
     result = judge(plan, outcome, warnings)
     for monitor in monitors:
         monitor.stop(result)
@@ -101,7 +138,12 @@ def run_test(settings: TestSettings | RunPlan, sut: SystemUnderTest | str,
                                   "string (each builds its own adapter)")])
         if monitors:
             raise SettingsError(["workers: live metrics read one process; use workers = 1"])
-        outcome, workers = run_processes(plan, sut, out_dir, progress)
+        meter = _meter(plan)
+        try:
+            outcome, workers = run_processes(plan, sut, out_dir, progress, meter)
+        finally:
+            if meter is not None:
+                meter.close()
         result = judge(plan, outcome, warnings, workers)
     else:
         if isinstance(sut, str):

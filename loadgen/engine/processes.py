@@ -37,6 +37,7 @@ from loadgen.engine.session import SessionOutcome, Share, run_loop, run_session
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import TestSettings
+from loadgen.record.energy import EnergyMeter
 from loadgen.record.histograms import summary_ns
 from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, RECORD
 from loadgen.record.tally import Tally, merge_tallies
@@ -207,20 +208,29 @@ def _per_worker(i: int, t: Tally, cpu_s: float) -> dict[str, Any]:
 
 def run_processes(plan: RunPlan, spec: str, out_dir: Path | None = None,
                   progress: Callable[[Progress], None] | None = None,
+                  energy: EnergyMeter | None = None,
                   ) -> tuple[SessionOutcome, dict[str, Any]]:
     """Run one plan from `settings.workers` processes: the merged outcome and `workers`
-    (each process's figures, for the result). With `out_dir`, the query logs are merged."""
+    (each process's figures, for the result). With `out_dir`, the query logs are merged.
+    An `energy` meter runs here, in the parent: its idle baseline once every process's
+    SUT is up, its sampling from the shared start until every process is done."""
     count = plan.settings.workers
     pool = _Pool(plan, spec, out_dir)
     try:
         previous = signal.signal(signal.SIGINT, lambda *_: pool.interrupt())
     except ValueError:  # not the main thread: Ctrl-C is someone else's business
         previous = None
+    trace = None
     try:
         described = pool.expect("ready", READY_TIMEOUT_S)
+        if energy is not None:
+            energy.idle()
+            energy.start()
         pool.release(time.perf_counter_ns() + START_MARGIN_NS)
         done = pool.expect("done", None, progress)
     finally:
+        if energy is not None:
+            trace = energy.stop()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
         pool.close()
@@ -231,4 +241,5 @@ def run_processes(plan: RunPlan, spec: str, out_dir: Path | None = None,
     workers = {"count": count, "split": "round-robin of the global schedule",
                "per_worker": [_per_worker(i, t, c) for i, (t, c)
                               in enumerate(zip(tallies, cpu, strict=True))]}
-    return SessionOutcome(merge_tallies(tallies), described[0][0], None, sum(cpu)), workers
+    return SessionOutcome(merge_tallies(tallies), described[0][0], None, sum(cpu),
+                          trace), workers

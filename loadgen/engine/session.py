@@ -29,6 +29,7 @@ from loadgen.plan.qsl import accuracy_queries
 from loadgen.plan.schedule import partition, plan_queries
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
+from loadgen.record.energy import EnergyMeter, EnergyTrace
 from loadgen.record.querylog import QueryLog
 from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.tokens import TokenRecorder
@@ -58,6 +59,7 @@ class SessionOutcome:
     sut: dict[str, Any]  # the SUT's own description
     accuracy: Accuracy | None  # accuracy mode only
     cpu_s: float  # this process's CPU time while the engine ran
+    energy: EnergyTrace | None = None  # the energy readings, when a meter ran
 
 
 def new_collector(plan: RunPlan) -> Collector:
@@ -75,11 +77,13 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
                       progress: Callable[[Progress], None] | None = None,
                       log_dir: Path | None = None,
                       started: Callable[[Collector], None] | None = None,
-                      gate: Gate | None = None) -> SessionOutcome:
+                      gate: Gate | None = None,
+                      energy: EnergyMeter | None = None) -> SessionOutcome:
     """Run one plan (or one share of it) against a SUT on the running loop.
 
     `started` sees the collector once the SUT has started (live monitors);
-    with `log_dir` every query's stamps stream to the query log there.
+    with `log_dir` every query's stamps stream to the query log there; an `energy`
+    meter takes its idle baseline once the SUT is up and samples while the engine runs.
     """
     collector = new_collector(plan)
     queries = plan_queries(plan)
@@ -98,7 +102,10 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, runner.interrupt)
+    trace = None
     try:
+        if energy is not None:
+            await asyncio.to_thread(energy.idle)
         if started is not None:
             started(collector)
         runner.plan_ahead()  # before the gate, so planning does not eat a shared start
@@ -107,10 +114,14 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         if log_dir is not None:
             collector.log = QueryLog(log_dir)
         start_at = None if gate is None else await gate(sut.describe())
+        if energy is not None:
+            energy.start()
         cpu_s = time.process_time()
         times = await runner.run(start_at_ns=start_at)
         cpu_s = time.process_time() - cpu_s
     finally:
+        if energy is not None:
+            trace = energy.stop()
         gc.unfreeze()
         if collector.log is not None:
             collector.log.close()
@@ -118,7 +129,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
             loop.remove_signal_handler(signal.SIGINT)
         await sut.stop()
     return SessionOutcome(collector.tally(times), sut.describe(), _score(plan, sut, collector),
-                          cpu_s)
+                          cpu_s, trace)
 
 
 def _score(plan: RunPlan, sut: SystemUnderTest, collector: Collector) -> Accuracy | None:

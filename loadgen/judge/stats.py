@@ -22,7 +22,7 @@ from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.windows import steps_report, timeline_report
 
 __all__ = ["ComponentSummary", "EarlyStopping", "ErrorDetail", "LatencySummary", "RunStats",
-           "summarize"]
+           "measured_window_ns", "summarize"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,11 +228,18 @@ def _at_target(doc: dict[str, Any]) -> int:
     return int(percentile_ns(decode(blob), p))
 
 
+def measured_window_ns(plan: RunPlan, c: Tally) -> tuple[int, int]:
+    """The span the rates divide by (perf_counter ns): from the start of measurement
+    (Offline: of the run) to the last measured completion."""
+    times = c.times
+    start = times.start_ns if plan.issue_mode is IssueMode.OFFLINE else times.measure_start_ns
+    return start, max(c.last_done_ns, start)
+
+
 def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunStats:
     """Reduce a run's tally to the figures of record."""
     times = c.times
-    start = times.start_ns if plan.issue_mode is IssueMode.OFFLINE else times.measure_start_ns
-    end = max(c.last_done_ns, start)
+    start, end = measured_window_ns(plan, c)
     duration_s = (end - start) / 1e9
     scheduled_span_s = max((times.issue_end_ns - times.measure_start_ns) / 1e9, 1e-9)
     hists = c.histograms

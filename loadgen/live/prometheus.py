@@ -34,6 +34,8 @@ Token runs (streams recorded) add, each latency from the scheduled time:
     loadgen_ttft_seconds, loadgen_tpot_seconds, loadgen_itl_seconds, loadgen_e2e_seconds,
     loadgen_input_tokens_total, loadgen_output_tokens_total,
     loadgen_requests_good_total (measured streams meeting every goodput SLO)
+With an energy meter (`watch_energy`), each device's latest reading, and once the run has
+ended its energy figures: see `live.energy_metrics`.
 """
 
 from __future__ import annotations
@@ -61,9 +63,12 @@ from prometheus_client.core import (
 
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.errors import LoadgenError, SettingsError
+from loadgen.judge.energy import EnergyFigures
+from loadgen.live.energy_metrics import device_gauges, energy_gauges
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
+from loadgen.record.energy import EnergyMeter
 from loadgen.record.histograms import Recorder, new_histogram
 from loadgen.report.result import RunResult
 
@@ -193,6 +198,8 @@ class PrometheusExporter:
         self._start_s = 0.0
         self._last: _Snapshot | None = None
         self._final: _Snapshot | None = None
+        self._meter: EnergyMeter | None = None
+        self._energy: EnergyFigures | None = None
         self.run_id = ""
         self.registry.register(self)
 
@@ -246,7 +253,12 @@ class PrometheusExporter:
         self._slo_s = settings.target_latency_ms / 1e3
         self._start_s = time.perf_counter()
         self._last = self._final = None
+        self._meter, self._energy = None, None
         self._collector = collector
+
+    def watch_energy(self, meter: EnergyMeter) -> None:
+        """Serve the energy meter's latest readings while the run lasts (`EnergyWatcher`)."""
+        self._meter = meter
 
     def stop(self, result: RunResult | None) -> None:
         """Freeze the final figures; push them to the Pushgateway if one was given."""
@@ -255,6 +267,7 @@ class PrometheusExporter:
         final = self._read()
         if result is not None:
             final = replace(final, achieved_qps=result.stats.qps_completed)
+            self._energy = result.energy
         self._final = final
         if self.pushgateway:
             try:
@@ -278,6 +291,10 @@ class PrometheusExporter:
         yield from self._gauges(snap)
         yield from self._histograms(snap)
         yield from self._token_families(snap)
+        if self._meter is not None:
+            yield from device_gauges(_LABELS, self._labels, self._meter.latest())
+        if self._energy is not None:
+            yield from energy_gauges(_LABELS, self._labels, self._energy)
 
     def _snapshot(self) -> _Snapshot | None:
         if self._final is not None or self._collector is None:

@@ -39,6 +39,8 @@ ARRIVALS = ("poisson", "constant", "gamma", "burst", "steps", "trace", "closed")
 MAX_STEPS = 1000
 PRESETS = ("mlperf", "dev")
 MODES = ("performance", "accuracy")
+ENERGY = ("auto", "off")
+MAX_ENERGY_HZ = 1000.0
 
 
 class Scenario(enum.StrEnum):
@@ -127,6 +129,10 @@ class TestSettings:
     goodput_tpot_ms: float = _f(0.0, "goodput SLO on TPOT; 0 = tpot_latency_ms (or none)")
     goodput_itl_ms: float = _f(0.0, "goodput SLO on every gap between tokens; 0 = none")
     goodput_e2e_ms: float = _f(0.0, "goodput SLO on end-to-end latency; 0 = none")
+    energy: str = _f("auto", "`auto`: sample every readable GPU (NVML) and CPU package (RAPL) "
+                     "over the run; `off`: none")
+    energy_sample_hz: float = _f(10.0, "energy readings per second, in (0, 1000]")
+    energy_idle_s: float = _f(1.0, "idle baseline sampled before the run; 0 = none")
 
     @property
     def compliant(self) -> bool:
@@ -302,9 +308,15 @@ def _check(s: TestSettings, problems: list[str]) -> None:
     if not 0 < s.target_latency_percentile < 100:
         problems.append(f"target_latency_percentile: must be in (0, 100), got "
                         f"{s.target_latency_percentile!r}")
+    if not 0 < s.energy_sample_hz <= MAX_ENERGY_HZ:
+        problems.append(f"energy_sample_hz: must be in (0, {MAX_ENERGY_HZ:g}], got "
+                        f"{s.energy_sample_hz!r}")
+    if s.energy_idle_s < 0:
+        problems.append(f"energy_idle_s: must not be negative, got {s.energy_idle_s!r}")
     if not 0 <= s.accuracy_target <= 1:
         problems.append(f"accuracy_target: must be in [0, 1], got {s.accuracy_target!r}")
-    for key, allowed in (("arrival", ARRIVALS), ("preset", PRESETS), ("mode", MODES)):
+    for key, allowed in (("arrival", ARRIVALS), ("preset", PRESETS), ("mode", MODES),
+                         ("energy", ENERGY)):
         if getattr(s, key) not in allowed:
             problems.append(f"{key}: {getattr(s, key)!r} is not one of {', '.join(allowed)}")
     _check_arrival(s, problems)

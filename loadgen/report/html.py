@@ -19,6 +19,7 @@ from typing import Any
 
 from loadgen.errors import ResultError
 from loadgen.record.histograms import decode
+from loadgen.report.energy import energy_html
 from loadgen.report.headline import peak_headline, point_headline, run_headline
 from loadgen.report.result import RunResult, read_result
 from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
@@ -198,7 +199,7 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
         errors = [{"kind": k, "count": d.count, "messages": " | ".join(d.messages)}
                   for k, d in r.errors_detail.items()]
         below = "<h2>Errors</h2>" + _table(errors, ["kind", "count", "messages"]) if errors else ""
-        return "".join(parts), below
+        return "".join(parts), energy_html(doc.energy) + below
     from loadgen.report import tables
 
     if kind == "find-peak":

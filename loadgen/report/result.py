@@ -13,7 +13,9 @@ Schema (version 2), every latency in integer nanoseconds:
     steps[], histograms{name: HDR V2 base64}, workers (several load processes);
     a token-stream run adds ttft_ns, ttfo_ns, e2e_ns (each with from_send), tpot_ns,
     itl_ns, chunk_gap_ns, normalized_latency_ns, longest_stall_ns, tokens{}, goodput{},
-    token_early_stopping{}, token_histograms{} (judge.tokenstats)
+    token_early_stopping{}, token_histograms{} (judge.tokenstats);
+    energy{measured, reason, devices[], method, sample_hz, idle_w, avg_w, peak_w, joules,
+        joules_per_query, qps_per_watt, ...} (see `judge.energy`)
 
 Version 1 lacked `plan`, `reason_codes` and `target_latency_at_ns`; it still reads
 (the codes are recovered from the reasons' prose, which version 1 wrote the same way).
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.errors import ResultError
+from loadgen.judge.energy import EnergyFigures
 from loadgen.judge.stats import RunStats
 from loadgen.judge.verdict import Headline, Reason, ReasonCode, Verdict
 from loadgen.plan.settings import TestSettings, settings_from_record
@@ -58,6 +61,7 @@ class RunResult:
     environment: dict[str, Any]
     schedule: dict[str, Any]
     workers: dict[str, Any] | None = None
+    energy: EnergyFigures | None = None  # None: a result written before energy was measured
 
     @property
     def valid(self) -> bool:
@@ -91,6 +95,8 @@ class RunResult:
                                "samples": accuracy.samples}
         if self.workers is not None:
             doc["workers"] = self.workers
+        if self.energy is not None:
+            doc["energy"] = self.energy.as_dict()
         return doc
 
     @classmethod
@@ -109,6 +115,7 @@ class RunResult:
             environment=dict(doc.get("environment") or {}),
             schedule=dict(doc.get("schedule") or {}),
             workers=doc.get("workers"),
+            energy=EnergyFigures.from_dict(doc["energy"]) if "energy" in doc else None,
         )
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.judge.stats import LatencySummary, RunStats
+from loadgen.report.energy import energy_lines
 from loadgen.report.result import RunResult
 from loadgen.report.tokensummary import token_lines
 
@@ -58,6 +59,7 @@ def render_summary(result: RunResult) -> str:
     if r.accuracy is not None and r.accuracy.value is not None:
         lines.append(f"Accuracy  : {r.accuracy.value:.4f} "
                      f"(target {s.accuracy_target:g}, {r.accuracy.samples} samples)")
+    lines += energy_lines(result.energy)
     lines.append("")
     lines += _latency_block("Latency from schedule", r.latency_ns)
     if s.scenario == "MultiStream":

@@ -90,7 +90,7 @@ def test_run_report(tmp_path: Path) -> None:
                               "compute": {"mean": 9e5, "p99": 1e6}}}
     (run / "result.json").write_text(json.dumps(doc))
     page = _check(build_report(run))
-    assert page.titles == ["Spectrum", "Timeline", "Batch sizes", "Components"]
+    assert page.titles == ["Spectrum", "Timeline", "Batch sizes", "Components", "Energy"]
 
 
 def test_sweep_report(tmp_path: Path) -> None:

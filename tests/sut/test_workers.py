@@ -126,6 +126,7 @@ def test_pool_threads_take_batches_in_inference_mode_with_their_thread_count() -
     assert seen.empty()
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_executor_pins_and_matches_cpu() -> None:
     loaded = load_model("mlp", {}, 0)

@@ -1,0 +1,139 @@
+"""The GPU path on a CUDA device: pinned staging, a stream per worker, CUDA-event timings, fp16/bf16.
+
+Every test here needs a CUDA GPU and is skipped without one (marker `cuda`);
+`scripts/gpu_checks.sh` runs them with `pytest -m cuda`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib.util
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from loadgen.api import run_test
+from loadgen.plan.settings import settings_from_mapping
+from sut.models import LoadedModel, load_model
+from sut.service import InferenceService, InferResult
+from sut.workers import PRECISIONS, Executor
+from tests.sut.test_service import serve
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+RELATIVE = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 1e-1}  # of the largest output magnitude
+
+
+def _executor(precision: str = "fp32") -> tuple[Executor, LoadedModel]:
+    loaded = load_model("mlp", {}, 0)
+    device = torch.device("cuda:0")
+    module = copy.deepcopy(loaded.module).to(device=device, dtype=PRECISIONS[precision])
+    return Executor(module, device, precision, loaded.inputs, loaded.outputs), loaded
+
+
+def _close(got: np.ndarray, want: np.ndarray, precision: str) -> None:
+    assert got.dtype == np.float32 and got.shape == want.shape
+    scale = max(1.0, float(np.abs(want).max()))
+    assert float(np.abs(got - want).max()) <= RELATIVE[precision] * scale
+
+
+def _reference(loaded: LoadedModel, x: np.ndarray) -> np.ndarray:
+    with torch.inference_mode():
+        out: np.ndarray = loaded.module(torch.from_numpy(x)).numpy()
+    return out
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_the_executor_at_each_precision_matches_the_cpu_and_times_each_phase(
+        precision: str) -> None:
+    executor, loaded = _executor(precision)
+    x = loaded.dataset.sample_inputs(np.arange(33))["input"]
+    with torch.inference_mode():
+        outputs, phases = executor.run({"input": [x[:10], x[10:]]}, 33)
+    _close(outputs[0], _reference(loaded, x), precision)
+    assert set(phases) == {"h2d", "compute", "d2h"}
+    assert min(phases.values()) >= 0 and phases["compute"] > 0  # CUDA events, in ns
+    assert executor._staging["input"].is_pinned() and executor._landing[0].is_pinned()
+
+
+def test_pinned_buffers_are_reused_and_outputs_stay_the_callers() -> None:
+    executor, loaded = _executor()
+    x = loaded.dataset.sample_inputs(np.arange(16))["input"]
+    with torch.inference_mode():
+        first, _ = executor.run({"input": [x]}, 16)
+        kept = first[0].copy()
+        staging = executor._staging["input"].data_ptr()
+        landing = executor._landing[0].data_ptr()
+        second, _ = executor.run({"input": [x[8:12]]}, 4)
+    assert executor._staging["input"].data_ptr() == staging
+    assert executor._landing[0].data_ptr() == landing
+    np.testing.assert_array_equal(first[0], kept)
+    _close(second[0], _reference(loaded, x[8:12]), "fp32")
+
+
+def test_each_worker_has_its_own_stream_and_two_run_at_once_correctly() -> None:
+    (a, loaded), (b, _) = _executor(), _executor()
+    default = torch.cuda.default_stream(a.device).cuda_stream
+    assert len({a._stream.cuda_stream, b._stream.cuda_stream, default}) == 3
+    x = loaded.dataset.sample_inputs(np.arange(64))["input"]
+    want = _reference(loaded, x)
+    wrong: list[Any] = []
+
+    def work(executor: Executor) -> None:
+        torch.cuda.set_device(executor.device)
+        with torch.inference_mode():
+            for i in range(50):
+                rows = 1 + i % 64
+                out, _ = executor.run({"input": [x[:rows]]}, rows)
+                if float(np.abs(out[0] - want[:rows]).max()) > 1e-3 * max(1.0, np.abs(want).max()):
+                    wrong.append((executor, i))
+
+    threads = [threading.Thread(target=work, args=(e,)) for e in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert wrong == []
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_the_service_serves_on_every_gpu_with_two_workers_each(precision: str) -> None:
+    async def body(s: InferenceService) -> tuple[dict[str, Any], list[InferResult],
+                                                   list[np.ndarray]]:
+        inputs = [s.sample_inputs(np.arange(i, i + 4)) for i in range(32)]
+        results = await asyncio.gather(*(s.infer(x) for x in inputs))
+        return s.describe(), list(results), [x["input"] for x in inputs]
+
+    info, results, inputs = serve("mlp", body, device="cuda", precision=precision,
+                                  instances="2")
+    expected = "fp32" if precision == "bf16" and not torch.cuda.is_bf16_supported() else precision
+    assert info["precision"] == expected, info["precision_note"]
+    assert info["device"] == [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    assert info["workers"] == 2 * torch.cuda.device_count() and info["cuda_devices"]
+    loaded = load_model("mlp", {}, 0)
+    for result, x in zip(results, inputs, strict=True):
+        _close(result.outputs["output"], _reference(loaded, x), expected)
+        assert result.timings_ns["compute"] > 0 and result.timings_ns["h2d"] > 0
+
+
+def test_a_gpu_run_with_energy_on_measures_the_gpu() -> None:
+    settings = settings_from_mapping({
+        "scenario": "Offline", "preset": "dev", "min_duration_s": 2.0, "target_qps": 50_000.0,
+        "warmup_s": 0.0, "energy_sample_hz": 20.0, "energy_idle_s": 0.5})
+    result = run_test(settings, "builtin:mlp,device=cuda,max_batch_size=256")
+    assert result.stats.errors == 0 and result.sut["device"][0].startswith("cuda")
+    energy = result.energy
+    assert energy is not None
+    if importlib.util.find_spec("pynvml") is None:
+        assert not energy.measured and "nvidia-ml-py" in (energy.reason or "")
+        return
+    assert energy.measured, energy.reason
+    gpus = [d for d in energy.devices if d.kind == "gpu"]
+    assert gpus and all(d.joules is not None and d.joules > 0 for d in gpus)
+    assert energy.avg_w is not None and energy.avg_w > 0 and energy.joules_per_query
+    assert energy.idle_w is not None and energy.idle_w > 0
