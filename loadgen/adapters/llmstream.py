@@ -26,7 +26,6 @@ from __future__ import annotations
 import abc
 import json
 import os
-import time
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -42,7 +41,7 @@ from loadgen.adapters.tokencount import TOKENIZERS, ChunkCounter
 from loadgen.adapters.tokens import Prompt, PromptSource, StreamSink, TokenStream
 from loadgen.errors import SutError, SutSpecError
 
-__all__ = ["KEYS", "Exchange", "StreamError", "StreamingSut", "decode", "error_message", "learn"]
+__all__ = ["KEYS", "Exchange", "Group", "StreamError", "StreamingSut", "decode", "error_message", "learn"]
 
 KEYS = ("max_in_flight", "timeout_ms", "tls", "ca", "insecure", "api_key_env", "extra",
         "tokenizer", "ignore_eos")
@@ -76,11 +75,12 @@ def learn(exchange: Exchange, payload: bytes, text: str, answer: bool) -> None:
 class Exchange:
     """One streamed request and its stream as it arrives."""
 
-    __slots__ = ("done_marker", "error_body", "failed", "prefix", "prompt", "query_id",
+    __slots__ = ("done_marker", "error_body", "failed", "group", "prefix", "prompt", "query_id",
                  "sse", "status", "stream", "suffix", "sut", "template_answer", "usage_out")
 
-    def __init__(self, sut: StreamingSut, query_id: int, prompt: Prompt) -> None:
-        self.sut, self.query_id, self.prompt = sut, query_id, prompt
+    def __init__(self, sut: StreamingSut, query_id: int, prompt: Prompt,
+                 group: Group | None = None) -> None:
+        self.sut, self.query_id, self.prompt, self.group = sut, query_id, prompt, group
         self.stream = TokenStream()
         self.sse = SseParser()
         self.prefix = self.suffix = b""
@@ -161,8 +161,24 @@ class Exchange:
 
     def _failed(self, now_ns: int, kind: str, detail: str | None) -> None:
         self.failed = True
+        group = self.group
+        if group is not None:
+            group.left -= 1
+            if group.failed:
+                return
+            group.failed = True
         self.sut.sink.failed(self.query_id, now_ns, kind, detail,
                              stream=self.stream if self.stream.chunk_ns else None)
+
+
+class Group:
+    """The samples of one query of several (Offline): each its own stream, the query done
+    when the last one is, failed at the first that fails."""
+
+    __slots__ = ("failed", "last_ns", "left")
+
+    def __init__(self, size: int) -> None:
+        self.left, self.last_ns, self.failed = size, 0, False
 
 
 class StreamingSut(abc.ABC):
@@ -198,6 +214,7 @@ class StreamingSut(abc.ABC):
         """Streams asked for a fixed output length that ended for another reason."""
         self._prompts: PromptSource | None = None
         self._sink: StreamSink | None = None
+        self._completions: CompletionSink | None = None
         self._pool: StreamPool | None = None
         self._requests: dict[int, bytes] = {}
 
@@ -217,7 +234,7 @@ class StreamingSut(abc.ABC):
         if self._prompts is None:
             raise SutError(f"{self.name}: a streaming SUT needs a token workload (prompts); "
                            "set input_tokens/output_tokens or dataset")
-        self._sink = cast(StreamSink, sink)
+        self._sink, self._completions = cast(StreamSink, sink), sink
         e = self.endpoint
         self._pool = StreamPool(e.host, e.port, self.max_in_flight, self.ssl,
                                 self.timeout_ms * 1_000_000)
@@ -227,22 +244,18 @@ class StreamingSut(abc.ABC):
             raise SutError(f"{self.name}: cannot connect: {exc}") from exc
 
     def issue(self, query_id: int, sample_indices: np.ndarray) -> None:
-        """Send the stream's request (or queue it for a free connection); never blocks."""
+        """Send each sample's request (or queue it for a free connection); never blocks."""
         pool, prompts = self._pool, self._prompts
         assert pool is not None and prompts is not None, "issue before start"
-        if len(sample_indices) != 1:
-            self.sink.failed(query_id, time.perf_counter_ns(), "unsupported",
-                             f"a token stream carries one sample; this query has "
-                             f"{len(sample_indices)}")
-            return
-        index = int(sample_indices[0])
-        prompt = prompts.prompt(index)
-        payload = self._requests.get(index)
-        if payload is None:
-            payload = self.request(prompt)
-            if len(self._requests) < REQUEST_CACHE:
-                self._requests[index] = payload
-        pool.submit(Exchange(self, query_id, prompt), payload)
+        group = Group(len(sample_indices)) if len(sample_indices) > 1 else None
+        for index in sample_indices.tolist():
+            prompt = prompts.prompt(index)
+            payload = self._requests.get(index)
+            if payload is None:
+                payload = self.request(prompt)
+                if len(self._requests) < REQUEST_CACHE:
+                    self._requests[index] = payload
+            pool.submit(Exchange(self, query_id, prompt, group), payload)
 
     def request(self, prompt: Prompt) -> bytes:
         """The whole HTTP request of one prompt."""
@@ -250,11 +263,23 @@ class StreamingSut(abc.ABC):
         return request_bytes("POST", self.path, self.endpoint.address, self.headers, body)
 
     def finished(self, exchange: Exchange, now_ns: int) -> None:
-        """A stream ended well: note an early stop of a fixed-length output, report it."""
+        """A stream ended well: note an early stop of a fixed-length output, report it (a
+        sample of a query of several: the query is done with its last sample)."""
         stream = exchange.stream
         if exchange.prompt.fixed_output and stream.finish_reason not in (None, "length"):
             self.fixed_output_short += 1
-        self.sink.streamed(exchange.query_id, now_ns, stream)
+        group = exchange.group
+        if group is None:
+            self.sink.streamed(exchange.query_id, now_ns, stream)
+            return
+        group.left -= 1
+        group.last_ns = max(group.last_ns, now_ns)
+        if group.failed:
+            return
+        self.sink.sample_streamed(exchange.query_id, stream)
+        if not group.left:
+            assert self._completions is not None
+            self._completions.done(exchange.query_id, group.last_ns)
 
     async def stop(self) -> None:
         """Close the connections; streams in flight are abandoned."""

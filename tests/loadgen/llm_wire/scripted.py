@@ -175,7 +175,10 @@ class Collected:
     streams: dict[int, tuple[int, TokenStream]] = field(default_factory=dict)
     failures: dict[int, tuple[int, str, str | None, TokenStream | None]] = field(
         default_factory=dict)
-    done: asyncio.Event = field(default_factory=asyncio.Event)
+    samples: dict[int, list[TokenStream]] = field(default_factory=dict)
+    queries: dict[int, int] = field(default_factory=dict)
+    """Queries of several samples done, with their done stamp."""
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
     expected: int = 1
 
     def streamed(self, query_id: int, done_ns: int, stream: TokenStream,
@@ -190,9 +193,18 @@ class Collected:
         self.failures[query_id] = (done_ns, kind, detail, stream)
         self._check()
 
+    def sample_streamed(self, query_id: int, stream: TokenStream) -> None:
+        self.samples.setdefault(query_id, []).append(stream)
+
+    def done(self, query_id: int, done_ns: int, components: Any = None,
+             sample_done_ns: Any = None, output: Any = None) -> None:
+        assert query_id not in self.queries
+        self.queries[query_id] = done_ns
+        self._check()
+
     def _check(self) -> None:
-        if len(self.streams) + len(self.failures) >= self.expected:
-            self.done.set()
+        if len(self.streams) + len(self.failures) + len(self.queries) >= self.expected:
+            self.finished.set()
 
 
 class Prompts:
@@ -228,7 +240,7 @@ async def run_streams(sut: StreamingSut, count: int = 1,
         for query_id in range(count):
             issued[query_id] = time.perf_counter_ns()
             sut.issue(query_id, np.array([query_id]))
-        await asyncio.wait_for(sink.done.wait(), timeout_s)
+        await asyncio.wait_for(sink.finished.wait(), timeout_s)
     finally:
         await sut.stop()
     return sink, issued

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import numpy as np
 import pytest
 
 from loadgen.adapters.openai import OpenAISut
@@ -17,6 +18,8 @@ from loadgen.adapters.tokens import Prompt
 from loadgen.errors import SutSpecError
 from tests.loadgen.llm_wire.scripted import (
     CLOSE,
+    Collected,
+    Prompts,
     chat_chunk,
     chunk,
     completion_chunk,
@@ -297,3 +300,19 @@ def test_api_key_from_the_environment_and_extra_fields(monkeypatch: pytest.Monke
 def test_bad_options_are_spec_errors(options: str, message: str) -> None:
     with pytest.raises(SutSpecError, match=message):
         sut(1, options)
+
+
+def test_a_query_of_several_samples_reports_each_stream_then_the_query() -> None:
+    async def go() -> None:
+        scripts = [sse_response([chat_chunk("a"), chat_chunk("b")]) for _ in range(3)]
+        async with scripted(scripts) as server:
+            target = OpenAISut.from_spec(f"openai://127.0.0.1:{server.port}/m?max_in_flight=2")
+            sink = Collected(expected=1)
+            target.use_prompts(Prompts(Prompt("p", 1, 2)))
+            await target.start(sink, None)  # type: ignore[arg-type]
+            target.issue(7, np.array([0, 1, 2]))
+            await asyncio.wait_for(sink.finished.wait(), 10)
+            await target.stop()
+        assert len(sink.samples[7]) == 3 and all(len(s.chunk_ns) == 2 for s in sink.samples[7])
+        assert sink.queries[7] == max(s.chunk_ns[-1] for s in sink.samples[7])
+    run(go())
