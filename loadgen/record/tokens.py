@@ -22,6 +22,7 @@ form: HDR histograms and integer counters, added exactly across processes.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -154,23 +155,32 @@ class TokenRecorder:
             self._ttfo.add(answer - scheduled_ns)
             self._ttfo_sent.add(answer - sent_ns)
         itl, chunk_gap = self._itl, self._chunk_gap
+        count = len(chunks)
+        if count > 1:
+            gaps = [b - a for a, b in zip(chunks, itertools.islice(chunks, 1, None))]
+            chunk_gap.extend(gaps)
+            if tokens.count(1) == count:  # a token per chunk: the token gaps are the chunk gaps
+                itl.extend(gaps)
+                return max(gaps)
+        return self._token_gaps(chunks, tokens)
+
+    def _token_gaps(self, chunks: list[int], tokens: list[int]) -> int:
+        """ITL of chunks carrying any number of tokens; returns the widest token gap."""
+        values: list[int] = []
         stall = 0
-        last_token = first if tokens[0] else None
-        for _ in range(tokens[0] - 1):
-            itl.add(0)
-        for i in range(1, len(chunks)):
-            t, k = chunks[i], tokens[i]
-            chunk_gap.add(t - chunks[i - 1])
+        last_token = None
+        for t, k in zip(chunks, tokens, strict=True):
             if not k:
                 continue
             if last_token is not None:
                 gap = t - last_token
-                itl.add(gap)
+                values.append(gap)
                 if gap > stall:  # noqa: PLR1730 - per chunk: a compare, not a call
                     stall = gap
-            for _ in range(k - 1):
-                itl.add(0)
+            if k > 1:
+                values += itertools.repeat(0, k - 1)
             last_token = t
+        self._itl.extend(values)
         return stall
 
     def _counts(self, stream: TokenStream) -> None:

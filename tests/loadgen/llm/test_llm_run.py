@@ -53,3 +53,22 @@ def test_load_processes_merge_their_token_figures(tmp_path: Path, workers: int) 
     assert ts is not None
     assert ts.tokens.requests == result.stats.queries
     assert ts.latencies["ttft_ns"].summary["count"] == result.stats.queries
+
+
+def test_single_stream_and_offline_runs_on_llmsim() -> None:
+    common = {"preset": "dev", "min_duration_s": 0.5, "input_tokens": 20, "output_tokens": 4,
+              "total_sample_count": 64, "performance_sample_count": 64}
+    single = run_test(settings_from_mapping(common | {"scenario": "SingleStream",
+                                                      "min_query_count": 20}), SPEC)
+    assert single.valid, [r.text for r in single.verdict.reasons]
+    ts = single.stats.token_stats
+    assert ts is not None and ts.tokens.requests == single.stats.queries
+    # one request at a time: TPOT is exactly one step of a batch of one (2.1 ms)
+    assert ts.latencies["tpot_ns"].summary["max"] == pytest.approx(2.1 * MS, rel=2e-3)
+    # Offline: 1.1 x 700 x 0.5 s = 385 samples at about 625 a second (capacity_qps)
+    offline = run_test(settings_from_mapping(common | {"scenario": "Offline",
+                                                       "target_qps": 700.0}), SPEC)
+    assert offline.valid, [r.text for r in offline.verdict.reasons]
+    assert offline.headline.name == "tokens_per_s"
+    ots = offline.stats.token_stats
+    assert ots is not None and ots.tokens.output_total == 4 * offline.stats.samples

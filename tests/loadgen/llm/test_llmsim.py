@@ -1,6 +1,9 @@
 """llmsim: the continuous-batching cost model gives exact stamps, and the collector's token
 metrics equal values computed by hand; the saturated rate matches `capacity_qps`."""
 
+import asyncio
+
+import numpy as np
 import pytest
 
 from loadgen.adapters.llmsim import CostModel, LlmSimSut, capacity_qps
@@ -122,10 +125,6 @@ def test_the_spec_builds_the_model_and_names_bad_keys() -> None:
 def test_stopped_sim_drops_its_timers() -> None:
     vt = VirtualTime()
     sut = LlmSimSut(MODEL, 10, 3, clock=vt.clock)
-    import asyncio
-
-    import numpy as np
-
     c = Collector(slo_ns=2**62)
     asyncio.run(sut.start(c, vt))
     c.issued_query(0, 0, 0, 1, True)

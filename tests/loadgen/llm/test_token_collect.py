@@ -11,7 +11,7 @@ from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.plan.tokenslo import TokenSlos
 from loadgen.record.collect import Collector
-from loadgen.record.histograms import summary_ns
+from loadgen.record.histograms import BUFFER_CAPACITY, Recorder, summary_ns
 from loadgen.record.tally import RunTimes, Tally, merge_tallies
 from loadgen.record.tokens import TokenRecorder
 
@@ -166,3 +166,29 @@ def test_result_keys_read_back() -> None:
     assert RunStats.from_dict(doc).token_stats == stats.token_stats
     assert summarize(plan, _plain()).token_stats is None
     assert "ttft_ns" not in summarize(plan, _plain()).as_dict()
+
+
+def test_recorder_extend_records_what_add_would() -> None:
+    one, many = Recorder(), Recorder()
+    blocks = [[i * 7 % 5000 for i in range(k)] for k in (3, 1000, 2000, 250)] * 12
+    for block in blocks:
+        for v in block:
+            one.add(v)
+        many.extend(block)
+    assert many.pending < BUFFER_CAPACITY
+    a, b = one.histogram, many.histogram
+    assert summary_ns(a) == summary_ns(b) and a.total_count == sum(map(len, blocks))
+    odd = Recorder()
+    odd.extend([5, -1, 2**70])  # negative and beyond int64: counted, not recorded
+    assert (odd.count, odd.out_of_range) == (1, 2)
+
+
+def test_token_gaps_of_mixed_chunks_one_stream_at_a_time() -> None:
+    c = Collector(slo_ns=10**9)
+    c.issued_query(1, 0, 0, 1, True)
+    # chunks of 2, 1, 3 tokens at 100, 400, 1000: gaps 0 | 300 | 600, 0, 0
+    c.streamed(1, 1000, _stream([(100, 2), (400, 1), (1000, 3)]))
+    t = c.tally(TIMES)
+    itl = _values(t, "itl_ns")
+    assert (itl["count"], itl["min"], itl["max"], itl["mean"]) == (5, 0, 600, 180)
+    assert _values(t, "stall_ns")["max"] == 600
