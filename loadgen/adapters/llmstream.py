@@ -26,6 +26,7 @@ from __future__ import annotations
 import abc
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -66,17 +67,21 @@ def learn(exchange: Exchange, payload: bytes, text: str, answer: bool) -> None:
     for literal in (json.dumps(text, ensure_ascii=False).encode(), json.dumps(text).encode()):
         if payload.count(literal) == 1:
             i = payload.find(literal)
-            exchange.prefix = payload[:i + 1]
-            exchange.suffix = payload[i + len(literal) - 1:]
+            prefix, suffix = payload[:i + 1], payload[i + len(literal) - 1:]
+            exchange.prefix, exchange.suffix = prefix, suffix
             exchange.template_answer = answer
+            exchange.pattern = re.compile(b"data: " + re.escape(prefix) + rb'([^"\\\n]*)'
+                                          + re.escape(suffix) + b"\n\n")
+            exchange.frame = 8 + len(prefix) + len(suffix)
             return
 
 
 class Exchange:
     """One streamed request and its stream as it arrives."""
 
-    __slots__ = ("done_marker", "error_body", "failed", "group", "prefix", "prompt", "query_id",
-                 "sse", "status", "stream", "suffix", "sut", "template_answer", "usage_out")
+    __slots__ = ("done_marker", "error_body", "failed", "frame", "group", "pattern", "prefix",
+                 "prompt", "query_id", "sse", "status", "stream", "suffix", "sut",
+                 "template_answer", "usage_out")
 
     def __init__(self, sut: StreamingSut, query_id: int, prompt: Prompt,
                  group: Group | None = None) -> None:
@@ -84,6 +89,8 @@ class Exchange:
         self.stream = TokenStream()
         self.sse = SseParser()
         self.prefix = self.suffix = b""
+        self.pattern: re.Pattern[bytes] | None = None
+        self.frame = 0
         self.template_answer = True
         self.done_marker = self.failed = False
         self.status = 0
@@ -111,6 +118,8 @@ class Exchange:
                 self.error_body += data[:ERROR_BODY]
             return
         self.status = 200
+        if self.pattern is not None:
+            data = self._whole_events(self.sse.take(data), now_ns)
         try:
             payloads = self.sse.feed(data)
         except ValueError as exc:
@@ -137,6 +146,35 @@ class Exchange:
             except StreamError as exc:
                 self._failed(now_ns, exc.kind, exc.detail)
                 return
+
+    def _whole_events(self, data: bytes, now_ns: int) -> bytes:
+        """Read every complete event of `data` at once when all match the template (the
+        bulk path: one regex scan, one lookup per text); answer what is left to parse."""
+        cut = data.rfind(b"\n\n") + 2
+        if cut < 2 or b"\r" in data:
+            return data
+        pattern = self.pattern
+        assert pattern is not None
+        texts = pattern.findall(data, 0, cut)
+        if not texts:
+            return data
+        covered = len(texts) * self.frame + sum(map(len, texts))
+        if covered != cut:  # other events after the template's (usage, [DONE])? take those before
+            texts = pattern.findall(data, 0, covered)
+            if not texts or len(texts) * self.frame + sum(map(len, texts)) != covered:
+                return data
+            cut = covered
+        counter = self.sut.counter
+        counts = list(map(counter.known.get, texts))
+        if None in counts or 0 in counts:
+            counts = [n for n in map(counter.count, texts) if n]
+        stream = self.stream
+        if self.template_answer and stream.first_answer is None and counts:
+            stream.first_answer = len(stream.chunk_ns)
+        stream.chunk_ns += [now_ns] * len(counts)
+        stream.chunk_tokens += counts  # type: ignore[arg-type]
+        stream.client_tokens += sum(counts)  # type: ignore[arg-type]
+        return data[cut:]
 
     def finish(self, now_ns: int, framed: bool) -> None:
         """The response ended: report the stream (or why it failed)."""

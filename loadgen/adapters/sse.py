@@ -56,6 +56,12 @@ class SseParser:
         """The bytes of an event not yet complete."""
         return self._tail
 
+    def take(self, data: bytes) -> bytes:
+        """The pending bytes followed by `data`, the pending bytes forgotten: for a caller
+        that reads whole events itself and feeds back what it left."""
+        tail, self._tail = self._tail, b""
+        return tail + data if tail else data
+
 
 def _event(block: bytes) -> bytes | None:
     """The joined `data` of one event's lines (LF-separated), or None when it has none."""

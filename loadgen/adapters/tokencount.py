@@ -59,18 +59,19 @@ TOKENIZERS: dict[str, Callable[[str], int]] = {"approx": count_approx, "bytes": 
 class ChunkCounter:
     """Token counts of chunk texts, remembered."""
 
-    __slots__ = ("_cache", "_count", "_raw_bytes")
+    __slots__ = ("_count", "_raw_bytes", "known")
 
     def __init__(self, tokenizer: str = "approx") -> None:
         if tokenizer not in TOKENIZERS:
             raise ValueError(f"tokenizer {tokenizer!r}: expected one of {', '.join(TOKENIZERS)}")
         self._count = TOKENIZERS[tokenizer]
         self._raw_bytes = tokenizer == "bytes"
-        self._cache: dict[bytes, int] = {}
+        self.known: dict[bytes, int] = {}
+        """Counts of the texts met lately (a caller may look up many at once)."""
 
     def count(self, text: bytes) -> int:
         """Tokens in one chunk's UTF-8 text: at least 1 when it is not empty."""
-        cached = self._cache.get(text)
+        cached = self.known.get(text)
         if cached is not None:
             return cached
         if self._raw_bytes:
@@ -78,9 +79,9 @@ class ChunkCounter:
         else:
             n = self._count(text.decode("utf-8", "replace"))
         n = max(n, 1) if text else 0
-        if len(self._cache) >= CACHE:
-            self._cache.clear()
-        self._cache[text] = n
+        if len(self.known) >= CACHE:
+            self.known.clear()
+        self.known[text] = n
         return n
 
     def count_text(self, text: str) -> int:

@@ -316,3 +316,36 @@ def test_a_query_of_several_samples_reports_each_stream_then_the_query() -> None
         assert len(sink.samples[7]) == 3 and all(len(s.chunk_ns) == 2 for s in sink.samples[7])
         assert sink.queries[7] == max(s.chunk_ns[-1] for s in sink.samples[7])
     run(go())
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
+def test_many_chunks_in_one_read_take_the_bulk_paths(eol: bytes) -> None:
+    """Hundreds of one-event chunks per write (split mid-chunk), usage and [DONE] after them:
+    the whole-chunk and whole-event paths (LF), or the byte-wise ones (CRLF), agree."""
+    async def go() -> None:
+        texts = [f" w{i % 7}" for i in range(300)]
+        events = [chat_chunk("", role=True)] + [chat_chunk(t) for t in texts] + [
+            chat_chunk(choices=[], usage={"prompt_tokens": 1, "completion_tokens": 600})]
+        body = b"".join(chunk(b"data: " + json.dumps(e).encode() + eol + eol) for e in events)
+        body += chunk(b"data: [DONE]" + eol + eol) + chunk(b"")
+        third = len(body) // 3
+        steps = [head(), body[:third], 0.03, body[third:2 * third], 0.03, body[2 * third:]]
+        async with scripted([steps]) as server:
+            sink, _ = await run_streams(sut(server.port))
+        stream = sink.streams[0][1]
+        assert len(stream.chunk_ns) == 300 and stream.first_answer == 0
+        assert stream.chunk_tokens == [2] * 300 and stream.client_tokens == 600
+        assert stream.server_output_tokens == 600
+        assert len(set(stream.chunk_ns)) == 3  # one stamp per read
+    run(go())
+
+
+def test_a_chunk_size_that_lies_is_a_protocol_error() -> None:
+    async def go() -> None:
+        good = b"".join(chunk(event(chat_chunk(" a"))) for _ in range(20))
+        bad = good.replace(b"%x\r\n" % len(event(chat_chunk(" a"))), b"ff\r\n", 1)
+        async with scripted([[head(), bad]]) as server:
+            sink, _ = await run_streams(sut(server.port))
+        _, kind, detail, _ = sink.failures[0]
+        assert kind == "protocol_error" and detail is not None and "CRLF" in detail
+    run(go())
