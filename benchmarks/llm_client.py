@@ -189,9 +189,10 @@ async def ours(port: int, streams: int, tokens: int, duration: float) -> float:
     return loop.tokens / elapsed
 
 
-def parse_only(tokens: int, burst: int, rounds: int = 20) -> float:
+def parse_only(tokens: int, burst: int, rounds: int = 20, trials: int = 5) -> float:
     """Tokens/s of the adapter's parser alone: one stream's bytes replayed from memory in
-    64 KiB reads into a connection (no socket, no server sharing the CPU)."""
+    64 KiB reads into a connection (no socket, no server sharing the CPU); the best of
+    `trials` (the box is shared: the best trial is the one least disturbed)."""
     body = HEAD + b"".join(_chunk(PREFIX + WORDS[i % len(WORDS)].encode() + SUFFIX)
                            for i in range(tokens)) + _tail(tokens)
     reads = [body[i:i + 65536] for i in range(0, len(body), 65536)]
@@ -203,13 +204,17 @@ def parse_only(tokens: int, burst: int, rounds: int = 20) -> float:
     conn = StreamConnection(pool)
     conn.transport = _NoTransport()  # type: ignore[assignment]
     prompt = _Prompts(tokens).prompt(0)
-    start = time.perf_counter()
-    for _ in range(rounds):
-        seen.open += 1
-        conn.send(Exchange(sut, 0, prompt), b"")
-        for data in reads:
-            conn.data_received(data)
-    return seen.tokens / (time.perf_counter() - start)
+    best = 0.0
+    for _ in range(trials):
+        seen.tokens = 0
+        start = time.perf_counter()
+        for _ in range(rounds):
+            seen.open += 1
+            conn.send(Exchange(sut, 0, prompt), b"")
+            for data in reads:
+                conn.data_received(data)
+        best = max(best, seen.tokens / (time.perf_counter() - start))
+    return best
 
 
 class _NoTransport:
@@ -340,7 +345,7 @@ def main() -> None:
     print(f"  loadgen openai://      {mine:12,.0f} tokens/s   (server process on the same box)")
     print(f"  aiohttp line loop      {theirs:12,.0f} tokens/s")
     print(f"  ratio                  {mine / theirs:12.1f}x")
-    print(f"  loadgen parser alone   {alone:12,.0f} tokens/s   (bytes replayed from memory)")
+    print(f"  loadgen parser alone   {alone:12,.0f} tokens/s   (bytes replayed from memory, best of 5)")
 
     held = floor_held = 0
     ours_ok = floor_ok = True
