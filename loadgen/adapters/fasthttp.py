@@ -23,9 +23,6 @@ A malformed response, 101, or bytes arriving with no request in flight are proto
 (the connection is dropped); every failure passes a short `detail` (the reason, or the
 exception text) to the failure callback.
 
-The file runs past 400 lines because the response framings, the connection that reads them
-and the pool that feeds it share the hot path's state; split, each call would cross modules.
-
 `HttpPool` is a `pool.ConnectionPool` of these connections: each takes the next request from a
 `Pending` FIFO when free. A lost connection fails its request (`connection_reset`) and is
 reopened with backoff; while none is open, every failed attempt fails the queued requests

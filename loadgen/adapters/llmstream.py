@@ -7,6 +7,8 @@ protocol's reader, all stamped with that read's `now_ns`:
 * fast path: after one slow-path chunk teaches the JSON around the text field (`learn`), a
   chunk that matches it byte for byte but for a text with no quote or backslash is read by
   slicing (no JSON decode); the text's tokens are counted by `tokencount.ChunkCounter`;
+  when every whole event of a read matches it, they are read at once (`_whole_events`: one
+  regex scan whose matches must tile the events exactly, one dictionary lookup per text);
 * slow path: the protocol's `read(exchange, payload, now_ns)` decodes the JSON and calls
   `add` for a chunk that carries text (reasoning or answer); it raises `StreamError` for an
   in-band error or a payload that is not JSON.
