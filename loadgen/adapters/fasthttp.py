@@ -23,10 +23,7 @@ A malformed response, 101, or bytes arriving with no request in flight are proto
 (the connection is dropped); every failure passes a short `detail` (the reason, or the
 exception text) to the failure callback.
 
-The file runs past 400 lines because the response framings, the connection that reads them
-and the pool that feeds it share the hot path's state; split, each call would cross modules.
-
-`HttpPool` keeps `connections` connections open, each taking the next request from a
+`HttpPool` is a `pool.ConnectionPool` of these connections: each takes the next request from a
 `Pending` FIFO when free. A lost connection fails its request (`connection_reset`) and is
 reopened with backoff; while none is open, every failed attempt fails the queued requests
 (`connect_error`), so a dead server fails queries promptly. `timeout_ns` fails a request
@@ -42,7 +39,8 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from loadgen.adapters.remote import Job, Pending, Tag
+from loadgen.adapters.pool import ConnectionPool, Failure
+from loadgen.adapters.remote import Tag
 
 __all__ = ["CHUNKED", "TO_CLOSE", "Chunked", "HttpPool", "fetch", "parse_head",
            "request_bytes"]
@@ -53,14 +51,10 @@ CHUNKED = -2
 """`parse_head`'s body length of a chunked response."""
 TO_CLOSE = -3
 """`parse_head`'s body length of a close-delimited response."""
-BACKOFF_MIN_S = 0.01
-BACKOFF_MAX_S = 0.5
 HEAD_CACHE = 256
 
 Response = Callable[[Tag, int, "bytes | bytearray", int, int, int, int], None]
 """(tag, status, buffer, body start, `extra_header` value or -1, sent_ns, done_ns)"""
-Failure = Callable[[Tag, int, str, "str | None"], None]
-"""(tag, now_ns, kind, detail)"""
 _HEX = re.compile(rb"[0-9a-fA-F]{1,15}")
 
 
@@ -326,90 +320,18 @@ class _Connection(asyncio.Protocol):
         self.pool._lost(self, exc)
 
 
-class HttpPool:
-    """`connections` keep-alive connections to one host, fed from a local FIFO."""
+class HttpPool(ConnectionPool[_Connection]):
+    """`connections` keep-alive request/response connections to one host (`pool`), fed from
+    a local FIFO; `on_response` gets each answer."""
 
     def __init__(self, host: str, port: int, connections: int, on_response: Response,
                  on_failure: Failure, ssl_context: ssl.SSLContext | None = None,
                  timeout_ns: int = 0, extra_header: str = "") -> None:
-        self.host, self.port, self.connections = host, port, connections
-        self.on_response, self.on_failure = on_response, on_failure
-        self.ssl = ssl_context
-        self.timeout_ns = timeout_ns
+        super().__init__(host, port, connections, lambda: _Connection(self), on_failure,
+                         ssl_context, timeout_ns)
+        self.on_response = on_response
         self.extra_header = f"\r\n{extra_header.lower()}:".encode() if extra_header else b""
-        self.pending: Pending[bytes] = Pending()
-        self._idle: list[_Connection] = []
-        self._live: list[_Connection] = []
-        self._failures = 0
-        self._closing = False
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._sweeper: asyncio.TimerHandle | None = None
         self._heads: dict[bytes, tuple[int, int, bool, int]] = {}
-
-    @property
-    def live(self) -> int:
-        """Connections open now."""
-        return len(self._live)
-
-    async def start(self) -> None:
-        """Open every connection; raises the first error if none opens."""
-        results = await asyncio.gather(*(self._open() for _ in range(self.connections)),
-                                       return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if not self._live:
-            raise errors[0] if errors else ConnectionError("no connection opened")
-        for _ in errors:
-            self._reconnect(BACKOFF_MIN_S)
-        if self.timeout_ns:
-            self._sweep()
-
-    def submit(self, tag: Tag, payload: bytes) -> None:
-        """Send now on an idle connection, or queue."""
-        if self._idle:
-            self._idle.pop().send(tag, payload)
-        else:
-            self.pending.put(tag, payload)
-
-    def submit_job(self, job: Job[bytes]) -> None:
-        """Queue a query of several requests and start as many as connections are idle."""
-        self.pending.put_job(job)
-        while self._idle and self.pending:
-            self._next(self._idle.pop())
-
-    async def close(self) -> None:
-        """Close every connection; requests in flight are abandoned."""
-        self._closing = True
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-        for task in list(self._tasks):
-            task.cancel()
-        for conn in list(self._live):
-            assert conn.transport is not None
-            conn.tag = None
-            conn.transport.close()
-        await asyncio.sleep(0)
-
-    # -- connection events ----------------------------------------------------------------
-
-    async def _open(self) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.create_connection(lambda: _Connection(self), self.host, self.port,
-                                     ssl=self.ssl, server_hostname=self.host if self.ssl else None)
-
-    def _up(self, conn: _Connection) -> None:
-        if self._closing:
-            assert conn.transport is not None
-            conn.transport.close()
-            return
-        self._live.append(conn)
-        self._next(conn)
-
-    def _next(self, conn: _Connection) -> None:
-        item = self.pending.pop()
-        if item is None:
-            self._idle.append(conn)
-        else:
-            conn.send(*item)
 
     def head(self, raw: bytes) -> tuple[int, int, bool, int]:
         """`parse_head` of a response head, remembered: a server repeats a few heads verbatim.
@@ -424,52 +346,6 @@ class HttpPool:
                 self._heads.clear()
             self._heads[raw] = parsed
         return parsed
-
-    def _lost(self, conn: _Connection, exc: Exception | None = None) -> None:
-        if conn in self._live:
-            self._live.remove(conn)
-        if conn in self._idle:
-            self._idle.remove(conn)
-        if conn.tag is not None:
-            tag, conn.tag = conn.tag, None
-            self.on_failure(tag, time.perf_counter_ns(), "connection_reset",
-                            f"connection lost: {exc}" if exc else "connection closed by the server")
-        if self._closing:
-            return
-        if not conn.served:
-            self._failures += 1
-        self._reconnect(self._backoff())
-
-    def _backoff(self) -> float:
-        if not self._failures:
-            return 0.0
-        return float(min(BACKOFF_MIN_S * 2 ** min(self._failures - 1, 16), BACKOFF_MAX_S))
-
-    def _reconnect(self, delay: float) -> None:
-        task = asyncio.get_running_loop().create_task(self._reopen(delay))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _reopen(self, delay: float) -> None:
-        while not self._closing:
-            await asyncio.sleep(delay)
-            try:
-                await self._open()
-                return
-            except OSError as exc:
-                self._failures += 1
-                if not self._live:
-                    self.pending.fail_all(self.on_failure, time.perf_counter_ns(),
-                                          "connect_error", str(exc) or type(exc).__name__)
-                delay = self._backoff()
-
-    def _sweep(self) -> None:
-        now = time.perf_counter_ns()
-        for conn in list(self._live):
-            if conn.tag is not None and now - conn.sent_ns >= self.timeout_ns:
-                conn.abort("timeout", now, f"no answer in {self.timeout_ns / 1e6:g} ms")
-        period = min(max(self.timeout_ns / 10e9, 0.001), 0.1)
-        self._sweeper = asyncio.get_running_loop().call_later(period, self._sweep)
 
 
 async def fetch(host: str, port: int, request: bytes, ssl_context: ssl.SSLContext | None = None,

@@ -6,6 +6,8 @@
     builtin:MODEL[,key=value...]          the serving harness, in process
     http[s]://HOST:PORT/MODEL[?k=v&...]   Open Inference Protocol over HTTP (adapters.http)
     grpc[s]://HOST:PORT/MODEL[?k=v&...]   Open Inference Protocol over gRPC (adapters.grpc)
+    openai[s]://HOST:PORT/MODEL[?k=v&...] OpenAI-compatible token streams (adapters.openai)
+    generate[s]://HOST:PORT/MODEL[?...]   OIP generate_stream token streams (adapters.generate)
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ __all__ = ["SPEC_FORMS", "make_sut"]
 
 SPEC_FORMS = ("null | sim:service=DIST:TIME[,servers=N,...] | llmsim:[key=value,...] | "
               "builtin:MODEL[,key=value...] | "
-              "http[s]://HOST:PORT/MODEL[?key=value&...] | grpc[s]://HOST:PORT/MODEL[?...]")
+              "http[s]://HOST:PORT/MODEL[?key=value&...] | grpc[s]://HOST:PORT/MODEL[?...] | "
+              "openai[s]://HOST:PORT/MODEL[?endpoint=chat|completions&...] | "
+              "generate[s]://HOST:PORT/MODEL[?...]")
 """Every --sut SPEC kind, for help texts and errors."""
+KINDS = ("null", "sim", "llmsim", "builtin", "http", "https", "grpc", "grpcs", "openai", "openais",
+         "generate", "generates")
 
 
 def make_sut(spec: str) -> SystemUnderTest:
@@ -46,5 +52,12 @@ def make_sut(spec: str) -> SystemUnderTest:
         from loadgen.adapters.grpc import GrpcSut
 
         return GrpcSut.from_spec(spec)
-    raise SutSpecError(f"--sut {spec!r}: expected one of {SPEC_FORMS}"
-                       f"{suggest(kind, ('null', 'sim', 'llmsim', 'builtin', 'http', 'https', 'grpc', 'grpcs'))}")
+    if kind in ("openai", "openais"):
+        from loadgen.adapters.openai import OpenAISut
+
+        return OpenAISut.from_spec(spec)
+    if kind in ("generate", "generates"):
+        from loadgen.adapters.generate import GenerateSut
+
+        return GenerateSut.from_spec(spec)
+    raise SutSpecError(f"--sut {spec!r}: expected one of {SPEC_FORMS}{suggest(kind, KINDS)}")

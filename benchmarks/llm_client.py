@@ -1,0 +1,374 @@
+"""Token-stream client speed: loadgen's openai:// adapter against a plain aiohttp SSE loop.
+
+A local OpenAI-compatible server (an asyncio Protocol on uvloop, in its own process so it
+does not share the client's core) streams chat.completion.chunk events, one token per
+event, each event its own HTTP chunk, then a usage chunk and `[DONE]`. Three figures:
+
+1. tokens/s our client parses in one process: `--streams` concurrent streams of
+   `--tokens` tokens, the server writing as fast as it can (`--burst` events per write),
+   each finished stream re-issued at once, for `--duration` s; counted from the adapter's
+   TokenStreams (every token stamped, counted, checked against usage).
+2. the same for the loop peers use (aiohttp, `async for line in resp.content`, json.loads
+   of each `data:` line, a perf_counter_ns stamp per token), same server, same streams.
+3. concurrent streams held with p99 read-stamp lag under 1 ms: C streams, each getting one
+   token every `--period-ms` (a decode rate), their phases spread over the period; each
+   event carries the server's perf_counter_ns just before its write (CLOCK_MONOTONIC, the
+   client's clock too), and the lag is when the client's parser met the token minus that
+   stamp: an upper bound of the read stamp's lag (the stamp is taken earlier, at the read).
+   C doubles from `--start-streams` until p99 passes 1 ms; the figure is the largest C under.
+
+It prints figures; no pass/fail (targets: >= 500,000 tokens/s, >= 3x aiohttp, >= 1,000
+streams).
+
+    .venv/bin/python benchmarks/llm_client.py [--duration 3] [--streams 8] [--tokens 4000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import socket
+import time
+from typing import Any, Self
+
+import numpy as np
+
+from loadgen.adapters.llmstream import Exchange
+from loadgen.adapters.openai import OpenAISut
+from loadgen.adapters.streamhttp import StreamConnection, StreamPool
+from loadgen.adapters.tokencount import ChunkCounter
+from loadgen.adapters.tokens import Prompt, TokenStream
+from loadgen.engine.session import run_loop
+
+WORDS = [" " + "".join(chr(97 + (i // 26 ** k) % 26) for k in range(3)) for i in range(1000)]
+"""Distinct one-token words (three letters each)."""
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+PREFIX = (b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+          b'"choices":[{"index":0,"delta":{"content":"')
+SUFFIX = b'"},"logprobs":null,"finish_reason":null}]}\n\n'
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _tail(tokens: int) -> bytes:
+    usage = {"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 4,
+                                                          "completion_tokens": tokens}}
+    return (_chunk(b"data: " + json.dumps(usage).encode() + b"\n\n")
+            + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+
+def serve(sock: socket.socket, tokens: int, burst: int, period_ms: float) -> None:
+    """The server process: each request gets `tokens` tokens, as fast as it can
+    (`period_ms` 0, `burst` events a write) or one every `period_ms`, each stamped."""
+    import uvloop
+
+    events = [_chunk(PREFIX + WORDS[i % len(WORDS)].encode() + SUFFIX) for i in range(tokens)]
+    bursts = [b"".join(events[i:i + burst]) for i in range(0, tokens, burst)]
+    tail = _tail(tokens)
+
+    class Stream(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport: Any = transport
+            self.buf = b""
+
+        def data_received(self, data: bytes) -> None:
+            self.buf += data
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            length = int(self.buf[:end].lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            if len(self.buf) < end + 4 + length:
+                return
+            self.buf = self.buf[end + 4 + length:]
+            loop = asyncio.get_running_loop()
+            if period_ms:
+                loop.create_task(self.paced())
+            else:
+                loop.create_task(self.fast())
+
+        async def fast(self) -> None:
+            self.transport.write(HEAD)
+            for data in bursts:
+                self.transport.write(data)
+                await asyncio.sleep(0)
+            self.transport.write(tail)
+
+        async def paced(self) -> None:
+            self.transport.write(HEAD)
+            period = period_ms / 1e3
+            await asyncio.sleep(np.random.default_rng().uniform(0, period))
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            for i in range(tokens):
+                await asyncio.sleep(max(0.0, start + i * period - loop.time()))
+                stamp = b" %d" % time.perf_counter_ns()
+                self.transport.write(_chunk(PREFIX + stamp + SUFFIX))
+            self.transport.write(tail)
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(Stream, sock=sock, backlog=4096)
+        await server.serve_forever()
+
+    uvloop.run(main())
+
+
+class Server:
+    """A server process on a loopback port, stopped by pid."""
+
+    def __init__(self, tokens: int, burst: int = 64, period_ms: float = 0.0) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4096)
+        self.port = self.sock.getsockname()[1]
+        self.proc = multiprocessing.get_context("fork").Process(
+            target=serve, args=(self.sock, tokens, burst, period_ms), daemon=True)
+
+    def __enter__(self) -> Self:
+        self.proc.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.join(10)
+        self.sock.close()
+
+
+class Loop:
+    """A sink that re-issues each finished stream until the deadline, counting tokens."""
+
+    def __init__(self, sut: OpenAISut, deadline_ns: int) -> None:
+        self.sut, self.deadline = sut, deadline_ns
+        self.tokens = self.streams = self.errors = 0
+        self.next_id = 0
+        self.open = 0
+        self.all_done = asyncio.Event()
+
+    def issue(self) -> None:
+        self.open += 1
+        self.next_id += 1
+        self.sut.issue(self.next_id, np.array([0]))
+
+    def streamed(self, query_id: int, done_ns: int, stream: TokenStream, *args: Any) -> None:
+        assert stream.client_tokens == stream.server_output_tokens
+        self.tokens += len(stream.chunk_ns)
+        self.streams += 1
+        self._next(done_ns)
+
+    def failed(self, query_id: int, done_ns: int, kind: str, detail: str | None = None,
+               stream: TokenStream | None = None) -> None:
+        self.errors += 1
+        self._next(done_ns)
+
+    def _next(self, now: int) -> None:
+        self.open -= 1
+        if now < self.deadline:
+            self.issue()
+        elif not self.open:
+            self.all_done.set()
+
+
+async def ours(port: int, streams: int, tokens: int, duration: float) -> float:
+    """Tokens/s parsed by the openai:// adapter."""
+    sut = OpenAISut.from_spec(f"openai://127.0.0.1:{port}/m?max_in_flight={streams}")
+    sut.use_prompts(_Prompts(tokens))
+    start = time.perf_counter_ns()
+    loop = Loop(sut, start + int(duration * 1e9))
+    await sut.start(loop, None)  # type: ignore[arg-type]
+    start = time.perf_counter_ns()
+    loop.deadline = start + int(duration * 1e9)
+    for _ in range(streams):
+        loop.issue()
+    await loop.all_done.wait()
+    elapsed = (time.perf_counter_ns() - start) / 1e9
+    await sut.stop()
+    assert not loop.errors, f"{loop.errors} streams failed"
+    return loop.tokens / elapsed
+
+
+def parse_only(tokens: int, burst: int, rounds: int = 20, trials: int = 5) -> float:
+    """Tokens/s of the adapter's parser alone: one stream's bytes replayed from memory in
+    64 KiB reads into a connection (no socket, no server sharing the CPU); the best of
+    `trials` (the box is shared: the best trial is the one least disturbed)."""
+    body = HEAD + b"".join(_chunk(PREFIX + WORDS[i % len(WORDS)].encode() + SUFFIX)
+                           for i in range(tokens)) + _tail(tokens)
+    reads = [body[i:i + 65536] for i in range(0, len(body), 65536)]
+    sut = OpenAISut.from_spec("openai://127.0.0.1:1/m")
+    seen = Loop(sut, 0)
+    sut._sink = seen  # type: ignore[assignment]
+    pool = StreamPool("127.0.0.1", 1, 1)
+    pool._next = lambda conn: None  # type: ignore[method-assign]
+    conn = StreamConnection(pool)
+    conn.transport = _NoTransport()  # type: ignore[assignment]
+    prompt = _Prompts(tokens).prompt(0)
+    best = 0.0
+    for _ in range(trials):
+        seen.tokens = 0
+        start = time.perf_counter()
+        for _ in range(rounds):
+            seen.open += 1
+            conn.send(Exchange(sut, 0, prompt), b"")
+            for data in reads:
+                conn.data_received(data)
+        best = max(best, seen.tokens / (time.perf_counter() - start))
+    return best
+
+
+class _NoTransport:
+    def write(self, data: bytes) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+async def peers(port: int, streams: int, tokens: int, duration: float) -> float:
+    """Tokens/s of an aiohttp line loop, as benchmark clients write it."""
+    import aiohttp
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+            "max_tokens": tokens, "stream_options": {"include_usage": True}}
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    counted = [0]
+    deadline = time.perf_counter() + duration
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        while time.perf_counter() < deadline:
+            stamps: list[int] = []
+            async with session.post(url, json=body) as resp:
+                async for raw in resp.content:
+                    line = raw.strip()
+                    if not line.startswith(b"data: "):
+                        continue
+                    data = line[6:]
+                    if data == b"[DONE]":
+                        break
+                    chunk = json.loads(data)
+                    if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
+                        stamps.append(time.perf_counter_ns())
+            counted[0] += len(stamps)
+
+    connector = aiohttp.TCPConnector(limit=streams)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(session) for _ in range(streams)))
+        return counted[0] / (time.perf_counter() - start)
+
+
+class _Prompts:
+    def __init__(self, tokens: int) -> None:
+        self._prompt = Prompt("hi", 1, tokens)
+
+    def prompt(self, index: int) -> Prompt:
+        return self._prompt
+
+
+class LagCounter(ChunkCounter):
+    """Counts one token per chunk and notes when the parser met it less its write stamp."""
+
+    def __init__(self) -> None:
+        super().__init__("approx")
+        self.lags: list[int] = []
+
+    def count(self, text: bytes) -> int:
+        self.lags.append(time.perf_counter_ns() - int(text))
+        return 1
+
+
+async def lag_p99(port: int, streams: int, tokens: int) -> tuple[float, int]:
+    """(p99 lag in ms, streams that failed) with `streams` paced streams held at once."""
+    sut = OpenAISut.from_spec(f"openai://127.0.0.1:{port}/m?max_in_flight={streams}")
+    sut.use_prompts(_Prompts(tokens))
+    counter = sut.counter = LagCounter()
+    loop = Loop(sut, 0)
+    await sut.start(loop, None)  # type: ignore[arg-type]
+    for _ in range(streams):
+        loop.issue()
+    await asyncio.wait_for(loop.all_done.wait(), 120)
+    await sut.stop()
+    lags = np.array(counter.lags[len(counter.lags) // 10:])  # past the ramp-up
+    return float(np.percentile(lags, 99)) / 1e6, loop.errors
+
+
+async def lag_floor(port: int, streams: int, tokens: int) -> float:
+    """p99 lag (ms) of a bare asyncio Protocol that only stamps each read and regex-reads the
+    stamps in it: what this machine allows, before any parsing of ours."""
+    loop = asyncio.get_running_loop()
+    lags: list[int] = []
+    done = asyncio.Event()
+    left = [streams]
+    stamp = __import__("re").compile(rb'"content":" (\d+)"')
+    request = OpenAISut.from_spec(f"openai://127.0.0.1:{port}/m").request(
+        _Prompts(tokens).prompt(0))
+
+    class Bare(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            transport.write(request)  # type: ignore[attr-defined]
+
+        def data_received(self, data: bytes) -> None:
+            now = time.perf_counter_ns()
+            lags.extend(now - int(s) for s in stamp.findall(data))
+            if b"[DONE]" in data:
+                left[0] -= 1
+                if not left[0]:
+                    done.set()
+
+    transports = [(await loop.create_connection(Bare, "127.0.0.1", port))[0]
+                  for _ in range(streams)]
+    await asyncio.wait_for(done.wait(), 120)
+    for transport in transports:
+        transport.close()
+    return float(np.percentile(lags[len(lags) // 10:], 99)) / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument("--streams", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=4000)
+    parser.add_argument("--burst", type=int, default=64)
+    parser.add_argument("--period-ms", type=float, default=50.0)
+    parser.add_argument("--paced-tokens", type=int, default=40)
+    parser.add_argument("--start-streams", type=int, default=125)
+    parser.add_argument("--max-streams", type=int, default=4000)
+    a = parser.parse_args()
+
+    with Server(a.tokens, a.burst) as server:
+        time.sleep(0.5)
+        mine = run_loop(ours(server.port, a.streams, a.tokens, a.duration))
+        theirs = run_loop(peers(server.port, a.streams, a.tokens, a.duration))
+    alone = parse_only(a.tokens, a.burst)
+    print(f"parse, one process, {a.streams} streams x {a.tokens} tokens, one token per chunk:")
+    print(f"  loadgen openai://      {mine:12,.0f} tokens/s   (server process on the same box)")
+    print(f"  aiohttp line loop      {theirs:12,.0f} tokens/s")
+    print(f"  ratio                  {mine / theirs:12.1f}x")
+    print(f"  loadgen parser alone   {alone:12,.0f} tokens/s   (bytes replayed from memory, best of 5)")
+
+    held = floor_held = 0
+    ours_ok = floor_ok = True
+    streams = a.start_streams
+    print(f"read-stamp lag, one token every {a.period_ms:g} ms per stream (p99, ms):")
+    while streams <= a.max_streams:
+        with Server(a.paced_tokens, period_ms=a.period_ms) as server:
+            time.sleep(0.5)
+            p99, errors = run_loop(lag_p99(server.port, streams, a.paced_tokens))
+        with Server(a.paced_tokens, period_ms=a.period_ms) as server:
+            time.sleep(0.5)
+            floor = run_loop(lag_floor(server.port, streams, a.paced_tokens))
+        print(f"  {streams:6d} streams: loadgen {p99:7.3f}, bare protocol {floor:7.3f}, "
+              f"{errors} failed")
+        ours_ok = ours_ok and p99 < 1.0 and not errors
+        floor_ok = floor_ok and floor < 1.0
+        held = streams if ours_ok else held
+        floor_held = streams if floor_ok else floor_held
+        if not ours_ok and not floor_ok:
+            break
+        streams *= 2
+    print(f"  streams held with p99 lag < 1 ms: loadgen {held}, bare protocol {floor_held}")
+
+
+if __name__ == "__main__":
+    main()

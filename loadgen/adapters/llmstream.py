@@ -1,0 +1,389 @@
+"""What the token-streaming HTTP adapters share: the exchange of one stream, and the SUT frame.
+
+An `Exchange` is one streamed request (the pool's tag, a `streamhttp.StreamHandler`). The
+bytes of each read go through its `SseParser`, and every event's payload goes to the
+protocol's reader, all stamped with that read's `now_ns`:
+
+* fast path: after one slow-path chunk teaches the JSON around the text field (`learn`), a
+  chunk that matches it byte for byte but for a text with no quote or backslash is read by
+  slicing (no JSON decode); the text's tokens are counted by `tokencount.ChunkCounter`;
+  when every whole event of a read matches it, they are read at once (`_whole_events`: one
+  regex scan whose matches must tile the events exactly, one dictionary lookup per text);
+* slow path: the protocol's `read(exchange, payload, now_ns)` decodes the JSON and calls
+  `add` for a chunk that carries text (reasoning or answer); it raises `StreamError` for an
+  in-band error or a payload that is not JSON.
+
+A stream ends well when the response ends (`finish`): `sink.streamed`. It fails with its
+partial `TokenStream` kept: an in-band error (`stream_error`, at the read that brought it;
+the rest of the body is read and dropped so the connection is kept), a close-delimited body
+without the protocol's end marker or a connection lost mid-stream (`stream_cut`), a status
+other than 200 (`http_<status>` with the status line and the body's message as detail).
+
+`StreamingSut` is the `SystemUnderTest` frame both `openai://` and `generate://` fill in: the
+options they share (`KEYS`), the pool, the prompts, and the request cache.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, cast
+
+import numpy as np
+
+from loadgen.adapters.base import CompletionSink, Timers
+from loadgen.adapters.fasthttp import request_bytes
+from loadgen.adapters.http import error_detail
+from loadgen.adapters.remote import Endpoint, tls_context
+from loadgen.adapters.sse import SseParser
+from loadgen.adapters.streamhttp import StreamPool
+from loadgen.adapters.tokencount import TOKENIZERS, ChunkCounter
+from loadgen.adapters.tokens import Prompt, PromptSource, StreamSink, TokenStream
+from loadgen.errors import SutError, SutSpecError
+
+__all__ = ["KEYS", "Exchange", "Group", "StreamError", "StreamingSut", "decode", "error_message", "learn"]
+
+KEYS = ("max_in_flight", "timeout_ms", "tls", "ca", "insecure", "api_key_env", "extra",
+        "tokenizer", "ignore_eos")
+"""Option keys every streaming adapter takes."""
+DEFAULT_IN_FLIGHT = 256
+ERROR_BODY = 4096
+"""Bytes of a non-200 body kept for the failure's detail."""
+REQUEST_CACHE = 4096
+"""Serialised requests remembered, by sample index."""
+
+
+class StreamError(Exception):
+    """A chunk that ends the stream as a failure: (kind, detail)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind, self.detail = kind, detail
+
+
+def learn(exchange: Exchange, payload: bytes, text: str, answer: bool) -> None:
+    """Remember the JSON around `text` in `payload` for the fast path (when it occurs once)."""
+    for literal in (json.dumps(text, ensure_ascii=False).encode(), json.dumps(text).encode()):
+        if payload.count(literal) == 1:
+            i = payload.find(literal)
+            prefix, suffix = payload[:i + 1], payload[i + len(literal) - 1:]
+            exchange.prefix, exchange.suffix = prefix, suffix
+            exchange.template_answer = answer
+            exchange.pattern = re.compile(b"data: " + re.escape(prefix) + rb'([^"\\\n]*)'
+                                          + re.escape(suffix) + b"\n\n")
+            exchange.frame = 8 + len(prefix) + len(suffix)
+            return
+
+
+class Exchange:
+    """One streamed request and its stream as it arrives."""
+
+    __slots__ = ("done_marker", "error_body", "failed", "frame", "group", "pattern", "prefix",
+                 "prompt", "query_id", "sse", "status", "stream", "suffix", "sut",
+                 "template_answer", "usage_out")
+
+    def __init__(self, sut: StreamingSut, query_id: int, prompt: Prompt,
+                 group: Group | None = None) -> None:
+        self.sut, self.query_id, self.prompt, self.group = sut, query_id, prompt, group
+        self.stream = TokenStream()
+        self.sse = SseParser()
+        self.prefix = self.suffix = b""
+        self.pattern: re.Pattern[bytes] | None = None
+        self.frame = 0
+        self.template_answer = True
+        self.done_marker = self.failed = False
+        self.status = 0
+        self.usage_out = 0
+        self.error_body = b""
+
+    def add(self, now_ns: int, tokens: int, client: int, answer: bool) -> None:
+        """One chunk of `tokens` output tokens (`client` by the client's count)."""
+        stream = self.stream
+        if answer and stream.first_answer is None:
+            stream.first_answer = len(stream.chunk_ns)
+        stream.chunk_ns.append(now_ns)
+        stream.chunk_tokens.append(tokens)
+        stream.client_tokens += client
+
+    # -- streamhttp.StreamHandler ------------------------------------------------------------
+
+    def body(self, status: int, data: bytes, now_ns: int) -> None:
+        """Body bytes of one read: parse its events, stamp each with `now_ns` (hot path)."""
+        if self.failed:
+            return
+        if status != 200:
+            self.status = status
+            if len(self.error_body) < ERROR_BODY:
+                self.error_body += data[:ERROR_BODY]
+            return
+        self.status = 200
+        if self.pattern is not None:
+            data = self._whole_events(self.sse.take(data), now_ns)
+        try:
+            payloads = self.sse.feed(data)
+        except ValueError as exc:
+            self._failed(now_ns, "protocol_error", str(exc))
+            return
+        sut = self.sut
+        read, count = sut.read, sut.counter.count
+        stream = self.stream
+        for payload in payloads:
+            prefix = self.prefix
+            if prefix and payload.startswith(prefix) and payload.endswith(self.suffix):
+                text = payload[len(prefix):len(payload) - len(self.suffix)]
+                if b'"' not in text and b"\\" not in text:
+                    if text:
+                        tokens = count(text)
+                        if self.template_answer and stream.first_answer is None:
+                            stream.first_answer = len(stream.chunk_ns)
+                        stream.chunk_ns.append(now_ns)
+                        stream.chunk_tokens.append(tokens)
+                        stream.client_tokens += tokens
+                    continue
+            try:
+                read(self, payload, now_ns)
+            except StreamError as exc:
+                self._failed(now_ns, exc.kind, exc.detail)
+                return
+
+    def _whole_events(self, data: bytes, now_ns: int) -> bytes:
+        """Read every complete event of `data` at once when all match the template (the
+        bulk path: one regex scan, one lookup per text); answer what is left to parse."""
+        cut = data.rfind(b"\n\n") + 2
+        if cut < 2 or b"\r" in data:
+            return data
+        pattern = self.pattern
+        assert pattern is not None
+        texts = pattern.findall(data, 0, cut)
+        if not texts:
+            return data
+        covered = len(texts) * self.frame + sum(map(len, texts))
+        if covered != cut:  # other events after the template's (usage, [DONE])? take those before
+            texts = pattern.findall(data, 0, covered)
+            if not texts or len(texts) * self.frame + sum(map(len, texts)) != covered:
+                return data
+            cut = covered
+        counter = self.sut.counter
+        counts = list(map(counter.known.get, texts))
+        if None in counts or 0 in counts:
+            counts = [n for n in map(counter.count, texts) if n]
+        stream = self.stream
+        if self.template_answer and stream.first_answer is None and counts:
+            stream.first_answer = len(stream.chunk_ns)
+        stream.chunk_ns += [now_ns] * len(counts)
+        stream.chunk_tokens += counts  # type: ignore[arg-type]
+        stream.client_tokens += sum(counts)  # type: ignore[arg-type]
+        return data[cut:]
+
+    def finish(self, now_ns: int, framed: bool) -> None:
+        """The response ended: report the stream (or why it failed)."""
+        if self.failed:
+            return
+        if self.status != 200:
+            self._failed(now_ns, f"http_{self.status}", error_detail(self.status,
+                                                                     self.error_body))
+            return
+        if not framed and self.sut.end_marker and not self.done_marker:
+            self._failed(now_ns, "stream_cut", "the connection closed before [DONE]")
+            return
+        self.sut.finished(self, now_ns)
+
+    def fail(self, now_ns: int, kind: str, detail: str | None) -> None:
+        """The exchange failed below the stream (connection, timeout, framing)."""
+        if self.failed:
+            return
+        if kind == "connection_reset" and self.status:
+            kind = "stream_cut"
+        self._failed(now_ns, kind, detail)
+
+    def _failed(self, now_ns: int, kind: str, detail: str | None) -> None:
+        self.failed = True
+        group = self.group
+        if group is not None:
+            group.left -= 1
+            if group.failed:
+                return
+            group.failed = True
+        self.sut.sink.failed(self.query_id, now_ns, kind, detail,
+                             stream=self.stream if self.stream.chunk_ns else None)
+
+
+class Group:
+    """The samples of one query of several (Offline): each its own stream, the query done
+    when the last one is, failed at the first that fails."""
+
+    __slots__ = ("failed", "last_ns", "left")
+
+    def __init__(self, size: int) -> None:
+        self.left, self.last_ns, self.failed = size, 0, False
+
+
+class StreamingSut(abc.ABC):
+    """A `SystemUnderTest` that streams tokens over HTTP/1.1 + SSE; subclasses say the protocol
+    (`protocol`, `path`, `end_marker`, `body`, `read`)."""
+
+    protocol = ""
+    end_marker = False
+    """Whether the protocol ends a stream with a marker event (`[DONE]`)."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        e = self.endpoint = endpoint
+        self.name = e.url
+        self.max_in_flight = e.number("max_in_flight", DEFAULT_IN_FLIGHT, 1)
+        self.timeout_ms = e.number("timeout_ms", 0)
+        self.ignore_eos = e.flag("ignore_eos", True)
+        self.tokenizer = e.options.get("tokenizer", "approx")
+        if self.tokenizer not in TOKENIZERS:
+            raise SutSpecError(f"{e.url}: tokenizer={self.tokenizer!r}: expected one of "
+                               f"{', '.join(TOKENIZERS)}")
+        self.counter = ChunkCounter(self.tokenizer)
+        self.extra = _json_object(e, "extra")
+        self.ssl = tls_context(e, e.flag("insecure"))
+        self.headers: dict[str, str] = {"Accept": "text/event-stream"}
+        variable = e.options.get("api_key_env")
+        if variable is not None:
+            key = os.environ.get(variable)
+            if not key:
+                raise SutSpecError(f"{e.url}: api_key_env={variable}: that environment variable "
+                                   "is not set")
+            self.headers["Authorization"] = f"Bearer {key}"
+        self.fixed_output_short = 0
+        """Streams asked for a fixed output length that ended for another reason."""
+        self._prompts: PromptSource | None = None
+        self._sink: StreamSink | None = None
+        self._completions: CompletionSink | None = None
+        self._pool: StreamPool | None = None
+        self._requests: dict[int, bytes] = {}
+
+    @property
+    def sink(self) -> StreamSink:
+        """Where streams are reported (set by `start`)."""
+        assert self._sink is not None, "no sink before start"
+        return self._sink
+
+    def use_prompts(self, prompts: PromptSource) -> None:
+        """The run's prompts, by sample index."""
+        self._prompts = prompts
+        self._requests.clear()
+
+    async def start(self, sink: CompletionSink, timers: Timers) -> None:
+        """Open the connections (one per stream in flight)."""
+        if self._prompts is None:
+            raise SutError(f"{self.name}: a streaming SUT needs a token workload (prompts); "
+                           "set input_tokens/output_tokens or dataset")
+        self._sink, self._completions = cast(StreamSink, sink), sink
+        e = self.endpoint
+        self._pool = StreamPool(e.host, e.port, self.max_in_flight, self.ssl,
+                                self.timeout_ms * 1_000_000)
+        try:
+            await self._pool.start()
+        except OSError as exc:
+            raise SutError(f"{self.name}: cannot connect: {exc}") from exc
+
+    def issue(self, query_id: int, sample_indices: np.ndarray) -> None:
+        """Send each sample's request (or queue it for a free connection); never blocks."""
+        pool, prompts = self._pool, self._prompts
+        assert pool is not None and prompts is not None, "issue before start"
+        group = Group(len(sample_indices)) if len(sample_indices) > 1 else None
+        for index in sample_indices.tolist():
+            prompt = prompts.prompt(index)
+            payload = self._requests.get(index)
+            if payload is None:
+                payload = self.request(prompt)
+                if len(self._requests) < REQUEST_CACHE:
+                    self._requests[index] = payload
+            pool.submit(Exchange(self, query_id, prompt, group), payload)
+
+    def request(self, prompt: Prompt) -> bytes:
+        """The whole HTTP request of one prompt."""
+        body = json.dumps(self.body(prompt), separators=(",", ":")).encode()
+        return request_bytes("POST", self.path, self.endpoint.address, self.headers, body)
+
+    def finished(self, exchange: Exchange, now_ns: int) -> None:
+        """A stream ended well: note an early stop of a fixed-length output, report it (a
+        sample of a query of several: the query is done with its last sample)."""
+        stream = exchange.stream
+        if exchange.prompt.fixed_output and stream.finish_reason not in (None, "length"):
+            self.fixed_output_short += 1
+        group = exchange.group
+        if group is None:
+            self.sink.streamed(exchange.query_id, now_ns, stream)
+            return
+        group.left -= 1
+        group.last_ns = max(group.last_ns, now_ns)
+        if group.failed:
+            return
+        self.sink.sample_streamed(exchange.query_id, stream)
+        if not group.left:
+            assert self._completions is not None
+            self._completions.done(exchange.query_id, group.last_ns)
+
+    async def stop(self) -> None:
+        """Close the connections; streams in flight are abandoned."""
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    def describe(self) -> dict[str, Any]:
+        """Endpoint, protocol, model and how requests are sent (never the API key)."""
+        e = self.endpoint
+        return {"sut": self.name, "endpoint": e.url, "protocol": self.protocol,
+                "model": e.model, "max_in_flight": self.max_in_flight, "tls": e.tls,
+                "timeout_ms": self.timeout_ms, "tokenizer": self.tokenizer,
+                "ignore_eos": self.ignore_eos, "extra": sorted(self.extra),
+                "api_key": "api_key_env" in e.options,
+                "fixed_output_short": self.fixed_output_short}
+
+    # -- what a protocol fills in -------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def path(self) -> str:
+        """The request's path."""
+
+    @abc.abstractmethod
+    def body(self, prompt: Prompt) -> dict[str, Any]:
+        """The JSON request body of one prompt."""
+
+    @abc.abstractmethod
+    def read(self, exchange: Exchange, payload: bytes, now_ns: int) -> None:
+        """Read one event's payload (the slow path); raise StreamError to fail the stream."""
+
+
+def _json_object(endpoint: Endpoint, key: str) -> Mapping[str, Any]:
+    """A JSON-object option (empty when absent)."""
+    text = endpoint.options.get(key)
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise SutSpecError(f"{endpoint.url}: {key}={text!r}: not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise SutSpecError(f"{endpoint.url}: {key}={text!r}: expected a JSON object")
+    return value
+
+
+def decode(payload: bytes) -> dict[str, Any]:
+    """One event's JSON object; StreamError when it is not one."""
+    try:
+        doc = json.loads(payload)
+    except ValueError:
+        raise StreamError("protocol_error",
+                          f"an SSE event is not JSON: {payload[:120]!r}") from None
+    if not isinstance(doc, dict):
+        raise StreamError("protocol_error", f"an SSE event is not a JSON object: {payload[:120]!r}")
+    return doc
+
+
+def error_message(error: Any) -> str:
+    """The message of an in-band `error` value (an object with `message`, or a string)."""
+    if isinstance(error, dict):
+        message = error.get("message")
+        code = error.get("code") or error.get("type")
+        text = message if isinstance(message, str) else json.dumps(error)
+        return f"{code}: {text}" if code is not None else text
+    return error if isinstance(error, str) else json.dumps(error)

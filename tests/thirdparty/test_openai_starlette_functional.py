@@ -1,0 +1,79 @@
+"""loadgen's openai:// adapter against an OpenAI-compatible streaming server on another stack
+(Starlette on uvicorn/h11, SSE through a StreamingResponse, chunked by uvicorn). The server
+runs as a subprocess on loopback, bounded in time, stopped by pid."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loadgen.adapters.openai import OpenAISut
+from loadgen.api import run_test
+from loadgen.plan.settings import settings_from_mapping
+from tests.loadgen.llm_wire.scripted import run_streams
+from tests.served import read_line
+
+pytest.importorskip("uvicorn", reason="needs uvicorn (the dev extra)")
+pytest.importorskip("starlette", reason="needs starlette (the dev extra)")
+
+pytestmark = pytest.mark.functional
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKENS = 12
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    """The server's port; the process lives at most 120 s and is stopped by pid."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.thirdparty.openai_starlette_server",
+                             "--lifetime-s", "120"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = read_line(proc, 30)
+        assert line.startswith("port="), line
+        yield int(line.removeprefix("port="))
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+@pytest.mark.parametrize("scenario", ["SingleStream", "Server"])
+def test_token_runs_are_valid(port: int, endpoint: str, scenario: str) -> None:
+    settings = settings_from_mapping({
+        "scenario": scenario, "preset": "dev", "min_duration_s": 0.5, "min_query_count": 50,
+        "target_qps": 40.0, "use_token_latencies": scenario == "Server",  # 44 pass at p90
+        "ttft_latency_ms": 1000.0, "tpot_latency_ms": 200.0, "target_latency_percentile": 90.0,
+        "input_tokens": 8, "output_tokens": TOKENS, "fixed_output": True,
+        "max_issue_lag_ms": 250.0})  # a shared, loaded test machine
+    result = run_test(settings, f"openai://127.0.0.1:{port}/m?endpoint={endpoint}")
+    assert result.valid, (result.verdict.codes, result.verdict.reasons)
+    tokens = result.stats.token_stats
+    assert tokens is not None
+    assert tokens.tokens.output_total == TOKENS * tokens.tokens.requests
+    assert tokens.latencies["itl_ns"].summary["count"] == (TOKENS - 1) * tokens.tokens.requests
+
+
+def test_the_servers_error_shape_is_the_failures_detail(port: int) -> None:
+    async def go() -> None:
+        sut = OpenAISut.from_spec(f"openai://127.0.0.1:{port}/other?max_in_flight=1")
+        sink, _ = await run_streams(sut)
+        _, kind, detail, stream = sink.failures[0]
+        assert kind == "http_404" and stream is None
+        assert detail == "HTTP 404 Not Found: {\"message\": \"The model `other` does not " \
+            "exist.\", \"type\": \"invalid_request_error\", \"param\": null, " \
+            "\"code\": \"model_not_found\"}"
+    asyncio.run(go())
