@@ -12,7 +12,7 @@ an asyncio caller forwards it with `loop.call_soon_threadsafe`. The waiting queu
 (`max_waiting`): one more request raises `Overloaded` (a 429 on the wire).
 
 `observer`, when given, sees every step (`step(record)`) and every finished request
-(`finished(timings, token_ns)`): the metrics hook. The last `trace_steps` step records are
+(`finished(timings, token_ns, reason)`): the metrics hook. The last `trace_steps` step records are
 kept for the per-step trace.
 """
 
@@ -24,7 +24,8 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence as Seq
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
 from typing import Any, Protocol
 
 import torch
@@ -32,7 +33,7 @@ import torch
 from sut.errors import InvalidInput, Overloaded, SutError
 from sut.llm.blocks import BlockManager, chain_hash
 from sut.llm.config import EngineConfig
-from sut.llm.model import load_causal_model
+from sut.llm.model import kv_shape, load_causal_model
 from sut.llm.runner import ModelRunner, default_kv_blocks, dtype_of, resolve_device
 from sut.llm.scheduler import Scheduler, StepPlan
 from sut.llm.sequence import Delta, RequestTimings, SamplingParams, Sequence
@@ -47,8 +48,8 @@ class EngineObserver(Protocol):
     def step(self, record: dict[str, Any]) -> None:
         """One step ran."""
 
-    def finished(self, timings: RequestTimings, token_ns: Seq[int]) -> None:
-        """A request finished; `token_ns` stamps each output token."""
+    def finished(self, timings: RequestTimings, token_ns: Seq[int], reason: str) -> None:
+        """A request ended for `reason`; `token_ns` stamps each output token."""
 
 
 class LLMEngine:
@@ -82,7 +83,8 @@ class LLMEngine:
         device = resolve_device(config.device)
         dtype = dtype_of(config.dtype)
         model = load_causal_model(model_name, config.seed, str(device), dtype)
-        max_len = min(config.max_model_len or model.max_positions, int(model.max_positions))
+        positions = kv_shape(model).max_positions
+        max_len = min(config.max_model_len or positions, positions)
         blocks = config.num_kv_blocks or default_kv_blocks(
             model, device, config.block_size, dtype, config.max_num_seqs, max_len,
             config.gpu_memory_utilization)
@@ -177,7 +179,7 @@ class LLMEngine:
         try:
             while self._intake():
                 self._step()
-        except BaseException as exc:  # noqa: BLE001 (every request learns the engine died)
+        except BaseException as exc:
             self._fail_all(f"{type(exc).__name__}: {exc}")
             raise
         self._fail_all(None)
@@ -195,10 +197,10 @@ class LLMEngine:
             self._live[seq.request_id] = seq
             self.scheduler.add(seq)
         for request_id in cancels:
-            seq = self._live.pop(request_id, None)
-            if seq is not None:
-                self.scheduler.remove(seq)
-                self._finish(seq, "abort", time.perf_counter_ns())
+            cancelled = self._live.pop(request_id, None)
+            if cancelled is not None:
+                self.scheduler.remove(cancelled)
+                self._finish(cancelled, "abort", time.perf_counter_ns())
         return True
 
     def _step(self) -> None:
@@ -251,7 +253,7 @@ class LLMEngine:
 
     def _finished(self, seq: Sequence, now: int) -> None:
         if self.observer is not None:
-            self.observer.finished(seq.timings(now), seq.token_ns)
+            self.observer.finished(seq.timings(now), seq.token_ns, seq.finish_reason or "abort")
 
     def _fail_all(self, error: str | None) -> None:
         with self._lock:

@@ -31,7 +31,7 @@ from sut.llm.attention import PagedBatch, paged_attention
 from sut.llm.names import CAUSAL_PREFIX, LLM_MODELS
 from sut.llm.tokenizer import VOCAB_SIZE
 
-__all__ = ["MODEL_SHAPES", "CausalShape", "TinyCausalLM", "load_causal_model"]
+__all__ = ["MODEL_SHAPES", "CausalShape", "KvShape", "TinyCausalLM", "kv_shape", "load_causal_model"]
 
 _FAVOURED = b"etaoinshrdlu ETAOINSHRDLU.,"  # biased up, so random weights write letters
 
@@ -50,6 +50,25 @@ MODEL_SHAPES = {
     "tiny-llm": CausalShape(layers=2, width=128, heads=4, max_positions=512),
     "small-llm": CausalShape(layers=4, width=512, heads=8, max_positions=2048),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class KvShape:
+    """What the engine reads off a model to size its KV cache and bound its sequences."""
+
+    vocab_size: int
+    max_positions: int
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+
+
+def kv_shape(model: nn.Module) -> KvShape:
+    """The contract's int attributes of `model`."""
+    return KvShape(*(int(getattr(model, name)) for name in _ATTRIBUTES))
+
+
+_ATTRIBUTES = ("vocab_size", "max_positions", "num_layers", "num_kv_heads", "head_dim")
 
 
 class _Block(nn.Module):
@@ -111,16 +130,16 @@ def _user_module(model: str) -> nn.Module:
     try:
         factory: Any = getattr(importlib.import_module(module_name), attr)
         built = factory()
-    except Exception as exc:  # noqa: BLE001 (any failure of user code is a load error)
+    except Exception as exc:
         raise ModelLoadError(f"{model}: {type(exc).__name__}: {exc}") from exc
     if not isinstance(built, nn.Module):
         raise ModelLoadError(f"{model}: the factory returned {type(built).__name__},"
                              " not an nn.Module")
-    for name in ("vocab_size", "max_positions", "num_layers", "num_kv_heads", "head_dim"):
+    for name in _ATTRIBUTES:
         if not isinstance(getattr(built, name, None), int):
             raise ModelLoadError(f"{model}: the module lacks the int attribute {name!r}")
-    if int(built.vocab_size) < VOCAB_SIZE:
-        raise ModelLoadError(f"{model}: vocab_size {built.vocab_size} < {VOCAB_SIZE}"
+    if kv_shape(built).vocab_size < VOCAB_SIZE:
+        raise ModelLoadError(f"{model}: vocab_size {kv_shape(built).vocab_size} < {VOCAB_SIZE}"
                              " (bytes, BOS, EOS, PAD)")
     return built
 

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from sut.llm.attention import PagedBatch
+from sut.llm.model import kv_shape
 from sut.llm.tokenizer import EOS
 
 __all__ = ["greedy_decode"]
@@ -21,14 +22,15 @@ def greedy_decode(model: nn.Module, prompt: list[int], max_tokens: int,
     """The output tokens of greedy decoding `prompt` for at most `max_tokens` tokens."""
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
-    heads, dim = int(model.num_kv_heads), int(model.head_dim)
+    shape = kv_shape(model)
+    heads, dim = shape.num_kv_heads, shape.head_dim
     out: list[int] = []
     while len(out) < max_tokens:
         tokens = prompt + out
         n = len(tokens)
         cache = [(torch.zeros((1, n, heads, dim), dtype=dtype, device=device),
                   torch.zeros((1, n, heads, dim), dtype=dtype, device=device))
-                 for _ in range(int(model.num_layers))]
+                 for _ in range(shape.num_layers)]
         span = torch.arange(n, device=device)
         batch = PagedBatch(cache, span, torch.zeros((1, 1), dtype=torch.long, device=device),
                            span[None], span[None], span)

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from sut.llm.attention import PagedBatch
+from sut.llm.model import kv_shape
 from sut.llm.sampler import sample
 from sut.llm.sequence import Sequence
 
@@ -38,7 +39,8 @@ def dtype_of(name: str) -> torch.dtype:
 
 def kv_block_bytes(model: nn.Module, block_size: int, dtype: torch.dtype) -> int:
     """Bytes one KV block takes across all layers (keys and values)."""
-    per_token = 2 * int(model.num_layers) * int(model.num_kv_heads) * int(model.head_dim)
+    shape = kv_shape(model)
+    per_token = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim
     return per_token * block_size * torch.tensor([], dtype=dtype).element_size()
 
 
@@ -63,10 +65,11 @@ class ModelRunner:
         self.model = model
         self.device = device
         self.block_size = block_size
-        shape = (num_blocks, block_size, int(model.num_kv_heads), int(model.head_dim))
+        kv = kv_shape(model)
+        shape = (num_blocks, block_size, kv.num_kv_heads, kv.head_dim)
         self.kv = [(torch.zeros(shape, dtype=dtype, device=device),
                     torch.zeros(shape, dtype=dtype, device=device))
-                   for _ in range(int(model.num_layers))]
+                   for _ in range(kv.num_layers)]
         self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
 
     def batch(self, work: Seq[tuple[Sequence, int]]) -> tuple[torch.Tensor, torch.Tensor,

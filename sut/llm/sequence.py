@@ -140,9 +140,8 @@ class Sequence:
         before = len(self.text)
         self.text += self._detok.push(token)
         counted = len(self.output) >= params.min_tokens
-        if token == EOS and not params.ignore_eos and counted:
-            self.finish_reason = "stop"
-        elif params.stop and counted and self._cut_at_stop(before):
+        eos = token == EOS and not params.ignore_eos
+        if counted and (eos or (params.stop and self._cut_at_stop(before))):
             self.finish_reason = "stop"
         elif len(self.output) >= params.max_tokens or self.num_tokens >= max_model_len:
             self.finish_reason = "length"

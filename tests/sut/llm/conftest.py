@@ -41,7 +41,7 @@ class Runner:
         done = threading.Event()
         lock = threading.Lock()
 
-        def collect(index: int):  # noqa: ANN202
+        def collect(index: int):
             def on_output(delta: Delta) -> None:
                 results[index].deltas.append(delta)
                 if delta.finished:
