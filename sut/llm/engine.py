@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import random
 import threading
 import time
@@ -40,6 +41,8 @@ from sut.llm.sequence import Delta, RequestTimings, SamplingParams, Sequence
 from sut.llm.tokenizer import BOS
 
 __all__ = ["EngineObserver", "LLMEngine"]
+
+_log = logging.getLogger(__name__)
 
 
 class EngineObserver(Protocol):
@@ -179,9 +182,10 @@ class LLMEngine:
         try:
             while self._intake():
                 self._step()
-        except BaseException as exc:
+        except Exception as exc:  # noqa: BLE001 (every request learns the engine died)
+            _log.exception("the engine loop failed; every request ends with an error")
             self._fail_all(f"{type(exc).__name__}: {exc}")
-            raise
+            return
         self._fail_all(None)
 
     def _intake(self) -> bool:

@@ -110,6 +110,7 @@ class TinyCausalLM(nn.Module):
                 if isinstance(module, nn.Linear | nn.Embedding):
                     module.weight.normal_(0.0, 1.0 / math.sqrt(shape.width))
             self.head.bias.zero_()
+            self.head.bias[128:256] = -4.0  # ASCII text, not broken UTF-8
             self.head.bias[list(_FAVOURED)] = 2.0
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
