@@ -46,7 +46,8 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("loadgen.cli", "the command line"),
 )
 FACE = ("loadgen", "loadgen.__main__")  # the package face: may import anything, imported by none
-SUT_IMPORTERS = ("loadgen.adapters.inprocess", "loadgen.cli.serve")  # in-process adapter, serve
+SUT_IMPORTERS = ("loadgen.adapters.inprocess", "loadgen.adapters.llm",
+                 "loadgen.cli.serve")  # the in-process adapters, serve
 OIPWIRE_THIRD_PARTY = ("numpy",)
 OIPWIRE_PROTO_THIRD_PARTY = ("numpy", "google.protobuf", "grpc")
 

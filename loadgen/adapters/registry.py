@@ -4,6 +4,7 @@
     sim:service=const:2ms,servers=1       queueing simulator (also exp:, lognormal:)
     llmsim:step_base=5ms,max_seqs=64,...  simulated token server (continuous batching)
     builtin:MODEL[,key=value...]          the serving harness, in process
+    builtin:tiny-llm[,knob=value...]      the LLM engine, in process (adapters.llm)
     http[s]://HOST:PORT/MODEL[?k=v&...]   Open Inference Protocol over HTTP (adapters.http)
     grpc[s]://HOST:PORT/MODEL[?k=v&...]   Open Inference Protocol over gRPC (adapters.grpc)
     openai[s]://HOST:PORT/MODEL[?k=v&...] OpenAI-compatible token streams (adapters.openai)
@@ -41,6 +42,10 @@ def make_sut(spec: str) -> SystemUnderTest:
 
         return LlmSimSut.from_options(parse_options(rest))
     if kind == "builtin":
+        from loadgen.adapters.llm import LlmSut, is_llm_spec
+
+        if is_llm_spec(spec):
+            return LlmSut.from_spec(spec)
         from loadgen.adapters.inprocess import InProcessSut
 
         return InProcessSut.from_spec(spec)

@@ -6,6 +6,13 @@ takes the same MODEL and key=value options as `--sut builtin:MODEL,k=v`, binds
 127.0.0.1 unless `--host` says otherwise, prints `serving MODEL http=H:P grpc=H:Q`
 once both ports are bound (port 0 = a free one) and `ready NAME` once the model is
 loaded, and exits 0 after a graceful drain on SIGTERM or SIGINT.
+
+    loadgen serve --model tiny-llm --http-port 8000 --max-num-seqs 16 --scheduler static
+
+serves an LLM (tiny-llm, small-llm, causal:pkg.module:factory) over OpenAI-compatible HTTP
+(`/v1/completions`, `/v1/chat/completions`, OIP `generate_stream`, `/metrics`): prints
+`serving MODEL http=H:P`, then `ready MODEL`. Engine knobs come as flags (vLLM's names) or
+as `--model tiny-llm,max_num_seqs=16,...`; gRPC is not served for an LLM.
 """
 
 from __future__ import annotations
@@ -57,16 +64,50 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         " (default %(default)s)")
     p.add_argument("--max-streams", type=int, default=d.max_streams,
                    help="concurrent gRPC streams per connection (default %(default)s)")
+    _add_engine_knobs(p)
     p.set_defaults(handler=_serve)
+
+
+def _add_engine_knobs(p: argparse.ArgumentParser) -> None:
+    """One flag per LLM engine knob, `--max-num-seqs N` for `max_num_seqs`."""
+    import dataclasses
+
+    from sut.llm.config import EngineConfig
+
+    group = p.add_argument_group("LLM engine (tiny-llm, small-llm, causal:...); see README")
+    for field in dataclasses.fields(EngineConfig):
+        flag = "--" + field.name.replace("_", "-")
+        if field.type == "bool":
+            group.add_argument(flag, dest=f"llm_{field.name}", default=None,
+                               action=argparse.BooleanOptionalAction,
+                               help=f"(default {field.default})")
+        else:
+            group.add_argument(flag, dest=f"llm_{field.name}", default=None, metavar="V",
+                               help=f"(default {field.default})")
+
+
+def _engine_flags(args: argparse.Namespace) -> dict[str, str]:
+    """The engine knobs given as flags, as `key=value` text."""
+    given = {key[4:]: value for key, value in vars(args).items()
+             if key.startswith("llm_") and value is not None}
+    return {key: str(value).lower() if isinstance(value, bool) else str(value)
+            for key, value in given.items()}
 
 
 def _serve(args: argparse.Namespace) -> int:
     from sut.errors import ConfigError, SutError
+    from sut.llm.names import is_llm_model
     from sut.server.app import serve_model
     from sut.server.core import ServerConfig
 
     model, _, rest = args.model.partition(",")
     options = parse_options(rest)
+    flags = _engine_flags(args)
+    if flags and not is_llm_model(model.strip()):
+        print(f"loadgen serve: --{next(iter(flags)).replace('_', '-')} is an LLM engine knob;"
+              f" {model.strip()!r} is not an LLM (tiny-llm, small-llm, causal:...)",
+              file=sys.stderr)
+        return EXIT_USAGE
     try:
         config = ServerConfig(
             host=args.host, http_port=args.http_port, grpc_port=args.grpc_port,
@@ -79,6 +120,10 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"loadgen serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
+        if is_llm_model(model.strip()):
+            from sut.llm.server import serve_llm
+
+            return serve_llm(model.strip(), {**options, **flags}, config)
         return serve_model(model.strip(), options, config)
     except ConfigError as exc:
         print(f"loadgen serve: {exc}", file=sys.stderr)

@@ -1,0 +1,124 @@
+"""The engine's knobs, named as vLLM names them where they mean the same, parsed from text.
+
+    max_num_seqs=32              sequences running at once (a decode batch at most this big)
+    max_num_batched_tokens=512   tokens one step computes (decodes + prefill chunks)
+    block_size=16                tokens per KV block
+    num_kv_blocks=N              KV blocks; default: gpu_memory_utilization of free GPU
+                                 memory on cuda, else enough for max_num_seqs full
+                                 sequences within 256 MiB
+    gpu_memory_utilization=0.5   fraction of free GPU memory the KV cache may take (cuda)
+    enable_chunked_prefill=true  a long prompt is prefilled in chunks within the step budget
+    enable_prefix_caching=true   full blocks of an earlier prompt are reused, not recomputed
+    stream_interval=1            tokens between stream emits (the last one always emits)
+    scheduler=continuous         continuous (iteration-level) or static (request-level)
+    scheduling_policy=fcfs       fcfs or priority (lower value first; ties by arrival)
+    max_waiting=256              requests waiting at most; one more is refused (429)
+    max_model_len=N              longest prompt + output (default: the model's positions)
+    device=auto                  auto (cuda when available), cpu, cuda, cuda:N
+    dtype=float32                float32, float16, bfloat16 or float64
+    seed=0                       the weights' seed
+    trace_steps=1024             steps kept in the per-step trace
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sut.errors import ConfigError
+
+__all__ = ["DTYPES", "EngineConfig", "parse_engine_options"]
+
+DTYPES = ("bfloat16", "float16", "float32", "float64")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """What the engine was asked for; see the module docstring for each knob."""
+
+    max_num_seqs: int = 32
+    max_num_batched_tokens: int = 512
+    block_size: int = 16
+    num_kv_blocks: int | None = None
+    gpu_memory_utilization: float = 0.5
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    stream_interval: int = 1
+    scheduler: str = "continuous"
+    scheduling_policy: str = "fcfs"
+    max_waiting: int = 256
+    max_model_len: int | None = None
+    device: str = "auto"
+    dtype: str = "float32"
+    seed: int = 0
+    trace_steps: int = 1024
+
+    def __post_init__(self) -> None:
+        for key in ("max_num_seqs", "max_num_batched_tokens", "block_size", "stream_interval",
+                    "max_waiting", "trace_steps"):
+            if getattr(self, key) < 1:
+                raise ConfigError(key, f"must be >= 1, got {getattr(self, key)}")
+        for key in ("num_kv_blocks", "max_model_len"):
+            if getattr(self, key) is not None and getattr(self, key) < 1:
+                raise ConfigError(key, f"must be >= 1, got {getattr(self, key)}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError("gpu_memory_utilization", "must be in (0, 1]")
+        _choice("scheduler", self.scheduler, ("continuous", "static"))
+        _choice("scheduling_policy", self.scheduling_policy, ("fcfs", "priority"))
+        _choice("dtype", self.dtype, DTYPES)
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            raise ConfigError("device", f"want auto, cpu, cuda or cuda:N, got {self.device!r}")
+
+
+def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(key, f"want one of {', '.join(allowed)}, got {value!r}")
+
+
+def _int(key: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(key, f"want an integer, got {raw!r}") from None
+
+
+def _float(key: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(key, f"want a number, got {raw!r}") from None
+
+
+def _bool(key: str, raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(key, f"want true or false, got {raw!r}")
+
+
+def _text(key: str, raw: str) -> str:
+    return raw.strip().lower()
+
+
+_PARSERS: dict[str, Callable[[str, str], object]] = {
+    field.name: {"int": _int, "int | None": _int, "float": _float, "bool": _bool,
+                 "str": _text}[str(field.type)]
+    for field in dataclasses.fields(EngineConfig)
+}
+
+
+def parse_engine_options(options: Mapping[str, str]) -> EngineConfig:
+    """An `EngineConfig` from `key=value` text; ConfigError names an unknown key or bad value."""
+    values: dict[str, object] = {}
+    for key, raw in options.items():
+        parser = _PARSERS.get(key)
+        if parser is None:
+            close = difflib.get_close_matches(key, list(_PARSERS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(key, f"unknown engine option{hint} (known: {', '.join(_PARSERS)})")
+        values[key] = parser(key, raw)
+    return EngineConfig(**values)  # type: ignore[arg-type]

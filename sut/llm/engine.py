@@ -1,0 +1,293 @@
+"""The LLM engine: a step loop on its own thread over the scheduler and the model runner.
+
+    engine = LLMEngine.build("tiny-llm", EngineConfig(max_num_seqs=8)); engine.start()
+    rid = engine.submit(encode("Hello"), SamplingParams(max_tokens=32), on_output)
+    ...; engine.cancel(rid); engine.stop()
+
+Each step: take new requests and cancellations, let the scheduler form the step (admit,
+prefill chunks, decode one token for every running sequence), run it, append the sampled
+tokens, retire finished sequences (their blocks freed at once), register newly full blocks
+for prefix caching, and hand each request its `Delta` through its callback, on this thread;
+an asyncio caller forwards it with `loop.call_soon_threadsafe`. The waiting queue is bounded
+(`max_waiting`): one more request raises `Overloaded` (a 429 on the wire).
+
+`observer`, when given, sees every step (`step(record)`) and every finished request
+(`finished(timings, token_ns, reason)`): the metrics hook. The last `trace_steps` step records are
+kept for the per-step trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
+from typing import Any, Protocol
+
+import torch
+
+from sut.errors import InvalidInput, Overloaded, SutError
+from sut.llm.blocks import BlockManager, chain_hash
+from sut.llm.config import EngineConfig
+from sut.llm.model import kv_shape, load_causal_model
+from sut.llm.runner import ModelRunner, default_kv_blocks, dtype_of, resolve_device
+from sut.llm.scheduler import Scheduler, StepPlan
+from sut.llm.sequence import Delta, RequestTimings, SamplingParams, Sequence
+from sut.llm.tokenizer import BOS
+
+__all__ = ["EngineObserver", "LLMEngine"]
+
+_log = logging.getLogger(__name__)
+
+
+class EngineObserver(Protocol):
+    """What the metrics see (called on the engine thread)."""
+
+    def step(self, record: dict[str, Any]) -> None:
+        """One step ran."""
+
+    def finished(self, timings: RequestTimings, token_ns: Seq[int], reason: str) -> None:
+        """A request ended for `reason`; `token_ns` stamps each output token."""
+
+
+class LLMEngine:
+    """Continuous (or static) batching over a paged KV cache, on one thread."""
+
+    def __init__(self, model_name: str, runner: ModelRunner, config: EngineConfig,
+                 max_model_len: int, observer: EngineObserver | None = None) -> None:
+        self.model_name = model_name
+        self.config = config
+        self.runner = runner
+        self.max_model_len = max_model_len
+        self.blocks = BlockManager(len(runner.kv[0][0]), config.block_size,
+                                   config.enable_prefix_caching)
+        self.scheduler = Scheduler(config, self.blocks)
+        self.observer = observer
+        self.trace: deque[dict[str, Any]] = deque(maxlen=config.trace_steps)
+        self.steps = 0
+        self._ids = itertools.count(1)
+        self._seeds = random.Random(config.seed)
+        self._lock = threading.Condition()
+        self._inbox: list[Sequence] = []
+        self._cancels: list[int] = []
+        self._live: dict[int, Sequence] = {}
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def build(cls, model_name: str, config: EngineConfig,
+              observer: EngineObserver | None = None) -> LLMEngine:
+        """Load the model on its device and size the KV cache."""
+        device = resolve_device(config.device)
+        dtype = dtype_of(config.dtype)
+        model = load_causal_model(model_name, config.seed, str(device), dtype)
+        positions = kv_shape(model).max_positions
+        max_len = min(config.max_model_len or positions, positions)
+        blocks = config.num_kv_blocks or default_kv_blocks(
+            model, device, config.block_size, dtype, config.max_num_seqs, max_len,
+            config.gpu_memory_utilization)
+        runner = ModelRunner(model, device, blocks, config.block_size, dtype)
+        return cls(model_name, runner, config, max_len, observer)
+
+    # -- the caller's side (any thread) --------------------------------------------------
+
+    def start(self) -> None:
+        """Warm the model up with one short request, then start the step loop."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, name="llm-engine", daemon=True)
+        observer, self.observer = self.observer, None  # the warm-up is not served work
+        self._thread.start()
+        warm = threading.Event()
+        self.submit([BOS, 65], SamplingParams(max_tokens=2, ignore_eos=True),
+                    lambda d: warm.set() if d.finished else None)
+        warm.wait(120)
+        self.steps = 0
+        self.trace.clear()
+        self.observer = observer
+
+    def stop(self) -> None:
+        """End the loop; requests still queued or running finish with reason `abort`."""
+        with self._lock:
+            self._stopping = True
+            self._lock.notify()
+        if self._thread is not None:
+            self._thread.join(60)
+
+    @property
+    def num_waiting(self) -> int:
+        """Requests queued (not yet admitted, or preempted)."""
+        return len(self.scheduler.waiting) + len(self._inbox)
+
+    @property
+    def num_running(self) -> int:
+        """Sequences holding KV blocks and a seat."""
+        return len(self.scheduler.running)
+
+    def submit(self, prompt: list[int], params: SamplingParams,
+               on_output: Callable[[Delta], None], priority: int = 0) -> int:
+        """Queue a request; its id. InvalidInput for one that can never run, Overloaded when
+        `max_waiting` requests already wait."""
+        self._check(prompt, params)
+        if params.temperature > 0 and params.seed is None:
+            params = dataclasses.replace(params, seed=self._seeds.getrandbits(31))
+        with self._lock:
+            if self._stopping:
+                raise SutError("the engine is stopping")
+            if self.num_waiting >= self.config.max_waiting:
+                raise Overloaded(f"{self.config.max_waiting} requests already wait;"
+                                 " retry later")
+            seq = Sequence(next(self._ids), list(prompt), params, on_output,
+                           time.perf_counter_ns(), priority)
+            self._inbox.append(seq)
+            self._lock.notify()
+        return seq.request_id
+
+    def cancel(self, request_id: int) -> None:
+        """Drop a request (a client that went away); its blocks are freed at the next step."""
+        with self._lock:
+            self._cancels.append(request_id)
+            self._lock.notify()
+
+    def _check(self, prompt: list[int], params: SamplingParams) -> None:
+        if not prompt:
+            raise InvalidInput("the prompt is empty")
+        if params.max_tokens < 1:
+            raise InvalidInput(f"max_tokens must be >= 1, got {params.max_tokens}")
+        if len(prompt) >= self.max_model_len:
+            raise InvalidInput(f"the prompt has {len(prompt)} tokens; this model takes at most"
+                               f" {self.max_model_len - 1} (max_model_len {self.max_model_len})")
+        if not self.config.enable_chunked_prefill \
+                and len(prompt) > self.config.max_num_batched_tokens:
+            raise InvalidInput(f"the prompt has {len(prompt)} tokens, over"
+                               f" max_num_batched_tokens {self.config.max_num_batched_tokens}"
+                               " without chunked prefill")
+        longest = min(len(prompt) + params.max_tokens, self.max_model_len)
+        if self.blocks.blocks_for(longest) > self.blocks.num_blocks:
+            raise InvalidInput(f"{longest} tokens need more than the"
+                               f" {self.blocks.num_blocks} KV blocks of the cache")
+        if params.temperature < 0 or not 0 < params.top_p <= 1 or params.top_k < 0 \
+                or params.min_tokens < 0:
+            raise InvalidInput("want temperature >= 0, 0 < top_p <= 1, top_k >= 0,"
+                               " min_tokens >= 0")
+
+    # -- the engine thread ---------------------------------------------------------------
+
+    def _loop(self) -> None:
+        try:
+            while self._intake():
+                self._step()
+        except Exception as exc:  # noqa: BLE001 (every request learns the engine died)
+            _log.exception("the engine loop failed; every request ends with an error")
+            self._fail_all(f"{type(exc).__name__}: {exc}")
+            return
+        self._fail_all(None)
+
+    def _intake(self) -> bool:
+        """Take new requests and cancellations; wait while idle; False once stopping."""
+        with self._lock:
+            while not (self._inbox or self._cancels or self._stopping or self._live):
+                self._lock.wait()
+            if self._stopping:
+                return False
+            inbox, self._inbox = self._inbox, []
+            cancels, self._cancels = self._cancels, []
+        for seq in inbox:
+            self._live[seq.request_id] = seq
+            self.scheduler.add(seq)
+        for request_id in cancels:
+            cancelled = self._live.pop(request_id, None)
+            if cancelled is not None:
+                self.scheduler.remove(cancelled)
+                self._finish(cancelled, "abort", time.perf_counter_ns())
+        return True
+
+    def _step(self) -> None:
+        began = time.perf_counter_ns()
+        plan = self.scheduler.schedule()
+        if not plan.work:
+            if self._live and not self.scheduler.running:
+                raise SutError("no request can be scheduled: the KV cache is too small")
+            return
+        for seq, _ in plan.work:
+            if not seq.scheduled_ns:
+                seq.scheduled_ns = began
+        picked, forward_ns = self.runner.step(plan.work)
+        now = time.perf_counter_ns()
+        tokens = iter(picked)
+        for seq, count in plan.work:
+            seq.computed += count
+            self._register_full_blocks(seq)
+            if seq.computed == seq.num_tokens:
+                seq.append(next(tokens), now, self.max_model_len)
+                if seq.finish_reason is not None:
+                    self._live.pop(seq.request_id, None)
+                    self.scheduler.remove(seq)
+                    self._emit(seq, now)
+                    self._finished(seq, now)
+                    continue
+            self._emit(seq, now)
+        self._record(plan, began, forward_ns)
+
+    def _register_full_blocks(self, seq: Sequence) -> None:
+        size = self.blocks.block_size
+        full = seq.computed // size
+        while len(seq.block_hashes) < full:
+            index = len(seq.block_hashes)
+            parent = seq.block_hashes[-1] if seq.block_hashes else b""
+            block_hash = chain_hash(parent, seq.token_at(index * size, (index + 1) * size))
+            seq.block_hashes.append(block_hash)
+            self.blocks.register(seq.blocks[index], block_hash)
+
+    def _emit(self, seq: Sequence, now: int) -> None:
+        delta = seq.delta(now, self.config.stream_interval)
+        if delta is not None:
+            seq.on_output(delta)
+
+    def _finish(self, seq: Sequence, reason: str, now: int, error: str | None = None) -> None:
+        seq.finish_reason = reason
+        seq.on_output(Delta(seq.request_id, "", 0, len(seq.prompt), len(seq.output), now,
+                            reason, error, seq.timings(now)))
+        self._finished(seq, now)
+
+    def _finished(self, seq: Sequence, now: int) -> None:
+        if self.observer is not None:
+            self.observer.finished(seq.timings(now), seq.token_ns, seq.finish_reason or "abort")
+
+    def _fail_all(self, error: str | None) -> None:
+        with self._lock:
+            self._stopping = True
+            inbox, self._inbox = self._inbox, []
+        now = time.perf_counter_ns()
+        for seq in [*self._live.values(), *inbox]:
+            self.scheduler.remove(seq)
+            self._finish(seq, "abort" if error is None else "error", now, error)
+        self._live.clear()
+
+    def _record(self, plan: StepPlan, began: int, forward_ns: int) -> None:
+        self.steps += 1
+        decodes = sum(1 for seq, n in plan.work if n == 1 and seq.output)
+        record = {
+            "step": self.steps, "start_ns": began,
+            "duration_ns": time.perf_counter_ns() - began, "forward_ns": forward_ns,
+            "batched_tokens": sum(n for _, n in plan.work), "decode_seqs": decodes,
+            "prefill_seqs": len(plan.work) - decodes, "admitted": plan.admitted,
+            "preempted": len(plan.preempted), "running": self.num_running,
+            "waiting": len(self.scheduler.waiting), "kv_usage": round(self.blocks.usage, 4),
+        }
+        self.trace.append(record)
+        if self.observer is not None:
+            self.observer.step(record)
+
+    def describe(self) -> dict[str, Any]:
+        """The model, device and knobs in force."""
+        device = self.runner.device
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+        return {"model": self.model_name, "device": str(device), "device_name": name,
+                "num_kv_blocks": self.blocks.num_blocks, "max_model_len": self.max_model_len,
+                **dataclasses.asdict(self.config)}

@@ -1,0 +1,52 @@
+"""Pick the next token of each sequence from its logits: greedy, or seeded sampling.
+
+Greedy rows take the argmax. A sampled row applies temperature, top-k and top-p, then draws
+with a generator seeded from (the request's seed, the output position), so a sequence
+preempted and recomputed, or batched differently, draws the same tokens. EOS is masked while
+a sequence is short of its `min_tokens`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as Seq
+
+import torch
+
+from sut.llm.sequence import Sequence
+from sut.llm.tokenizer import EOS
+
+__all__ = ["sample"]
+
+_SEED_STRIDE = 1_000_003
+
+
+def sample(logits: torch.Tensor, seqs: Seq[Sequence]) -> list[int]:
+    """One token per row of `logits` ([N, vocab]), row i for `seqs[i]`."""
+    blocked = [i for i, seq in enumerate(seqs) if not seq.eos_allowed()]
+    if blocked:
+        logits = logits.clone()
+        logits[blocked, EOS] = float("-inf")
+    picked = logits.argmax(dim=-1)
+    random_rows = [i for i, seq in enumerate(seqs) if seq.params.temperature > 0]
+    if not random_rows:
+        return [int(t) for t in picked.tolist()]
+    tokens = [int(t) for t in picked.tolist()]
+    for row in random_rows:
+        tokens[row] = _draw(logits[row].float().cpu(), seqs[row])
+    return tokens
+
+
+def _draw(logits: torch.Tensor, seq: Sequence) -> int:
+    params = seq.params
+    scaled = logits / params.temperature
+    if params.top_k > 0:
+        kth = torch.topk(scaled, min(params.top_k, scaled.numel())).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)
+    if params.top_p < 1.0:
+        ordered, order = torch.sort(probs, descending=True)
+        keep = ordered.cumsum(0) - ordered < params.top_p
+        probs = torch.zeros_like(probs).scatter_(0, order[keep], ordered[keep])
+    generator = torch.Generator().manual_seed(
+        (seq.params.seed or 0) * _SEED_STRIDE + len(seq.output))
+    return int(torch.multinomial(probs, 1, generator=generator).item())

@@ -1,0 +1,142 @@
+"""Serve an LLM engine over HTTP: bind, load, serve, drain on SIGTERM/SIGINT.
+
+Order of a run, as the OIP server's: bind (health/live answers at once, ready answers 503),
+print `serving MODEL http=HOST:PORT`, load and warm the engine, print `ready MODEL`. On
+SIGTERM or SIGINT: refuse new requests (503), wait up to `drain_timeout_s` for streams in
+flight, close the listener, stop the engine. Connections are bounded as
+`sut.server.connections` says; `ServerConfig`'s gRPC fields are not used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Self
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from sut.llm.config import EngineConfig, parse_engine_options
+from sut.llm.engine import LLMEngine
+from sut.llm.http import ServingState, make_app
+from sut.llm.metrics import EngineMetrics
+from sut.server.connections import ConnectionCounts, GuardedSite, watch
+from sut.server.core import ServerConfig
+
+__all__ = ["LlmServer", "LlmServerThread", "serve_llm"]
+
+
+class LlmServer:
+    """The HTTP endpoints of one `LLMEngine`, with metrics in `registry`."""
+
+    def __init__(self, engine: LLMEngine, config: ServerConfig,
+                 registry: CollectorRegistry | None = None) -> None:
+        self.engine = engine
+        self.config = config
+        self.registry = CollectorRegistry() if registry is None else registry
+        self.metrics = EngineMetrics(self.registry, engine)
+        self.state = ServingState(config.auth_token, self.registry)
+        self.connections = ConnectionCounts()
+        self._runner: web.AppRunner | None = None
+        self.http_port = 0
+
+    @property
+    def banner(self) -> str:
+        """`serving MODEL http=HOST:PORT` (the bound port)."""
+        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
+        return f"serving {self.engine.model_name} http={host}:{self.http_port}"
+
+    async def bind(self) -> None:
+        """Listen (port 0: a free one); requests get 503 until `load`."""
+        cfg = self.config
+        tls = None
+        if cfg.tls_cert is not None and cfg.tls_key is not None:
+            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            tls.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+        app = make_app(self.engine, self.state, cfg.max_body_bytes)
+        app.middlewares.append(watch)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=cfg.drain_timeout_s,
+                               keepalive_timeout=cfg.idle_timeout_s + cfg.read_timeout_s)
+        await runner.setup()
+        self._runner = runner
+        await GuardedSite(runner, cfg, self.connections, ssl_context=tls).start()
+        self.http_port = int(runner.addresses[0][1])
+
+    async def load(self) -> None:
+        """Start and warm the engine (in a thread); ready afterwards."""
+        await asyncio.to_thread(self.engine.start)
+        self.state.ready = True
+
+    async def stop(self) -> None:
+        """Refuse new requests, wait (bounded) for those in flight, close, stop the engine."""
+        self.state.draining = True
+        deadline = time.monotonic() + self.config.drain_timeout_s
+        while self.state.inflight and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # polling the in-flight count, bounded by the deadline
+        await asyncio.to_thread(self.engine.stop)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+async def _serve(server: LlmServer, announce: Callable[[str], None]) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.bind()
+        announce(server.banner)
+        await server.load()
+        if not stop.is_set():
+            announce(f"ready {server.engine.model_name}")
+            await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await server.stop()
+    return 0
+
+
+def serve_llm(model: str, options: Mapping[str, str], config: ServerConfig) -> int:
+    """Build the engine for `model` with the `key=value` knobs and serve it until a signal."""
+    engine = LLMEngine.build(model, parse_engine_options(options))
+    return asyncio.run(_serve(LlmServer(engine, config), _announce))
+
+
+def _announce(line: str) -> None:
+    print(line, flush=True)
+
+
+class LlmServerThread:
+    """An `LlmServer` on its own loop in a background thread (tests, benchmarks)."""
+
+    def __init__(self, model: str, engine_config: EngineConfig, config: ServerConfig) -> None:
+        self.server = LlmServer(LLMEngine.build(model, engine_config), config)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="llm-server",
+                                        daemon=True)
+
+    @property
+    def url(self) -> str:
+        """`http://host:port` of the bound server."""
+        return f"http://{self.server.config.host}:{self.server.http_port}"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.bind(), self._loop).result(60)
+        asyncio.run_coroutine_threadsafe(self.server.load(), self._loop).result(120)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(120)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(60)
+            self._loop.close()

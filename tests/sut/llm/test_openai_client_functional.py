@@ -1,0 +1,85 @@
+"""The official `openai` Python client streams from `loadgen serve --model tiny-llm`.
+
+The client lives in a virtualenv of its own (its httpx/pydantic need not fit our pins),
+created on first use at `$LOADGEN_OPENAI_VENV` (default `~/.cache/loadgen/openai-3.51.0`)
+with `pip install openai==3.51.0` (about 20 s once, from PyPI; reused afterwards). The test
+skips, saying why, when that virtualenv cannot be made (no network, no venv module).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from sut.llm.tokenizer import chat_prompt, encode
+from tests.served import ROOT, read_line
+
+pytestmark = pytest.mark.functional
+
+OPENAI = "openai==3.51.0"
+VENV = Path(os.environ.get("LOADGEN_OPENAI_VENV",
+                           Path.home() / ".cache" / "loadgen" / "openai-3.51.0"))
+CLIENT = Path(__file__).with_name("openai_client.py")
+
+
+def _client_python() -> Path:
+    """The virtualenv's python with `openai` installed, made once; skips when it cannot be."""
+    python = VENV / "bin" / "python"
+    marker = VENV / ".installed"
+    if marker.exists() and marker.read_text() == OPENAI:
+        return python
+    try:
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+        subprocess.run([python, "-m", "pip", "install", "-q", OPENAI], check=True,
+                       timeout=600, capture_output=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot make the openai client's virtualenv at {VENV}: {exc}")
+    marker.write_text(OPENAI)
+    return python
+
+
+def test_openai_client_streams_chat_and_completions_with_usage() -> None:
+    python = _client_python()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadgen", "serve", "--model", "tiny-llm", "--http-port", "0",
+         "--auth-token", "sesame", "--device", "cpu", "--max-num-seqs", "4"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        banner = read_line(proc, 120)
+        assert banner.startswith("serving tiny-llm http=127.0.0.1:"), banner
+        address = banner.split("http=")[1]
+        assert read_line(proc, 120) == "ready tiny-llm"
+        ran = subprocess.run([python, CLIENT, f"http://{address}/v1"], capture_output=True,
+                             text=True, timeout=120, check=False)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(60) == 0
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
+    seen = json.loads(ran.stdout)
+    assert seen["models"] == ["tiny-llm"]
+    prompt = len(encode(chat_prompt([{"role": "user", "content": "Say something"}])))
+    chat = seen["chat"]
+    assert chat["roles"] == ["assistant"] and chat["chunks"] == 9 and chat["finish"] == ["length"]
+    assert chat["usage"] == {"prompt_tokens": prompt, "completion_tokens": 9,
+                             "total_tokens": prompt + 9}
+    completions = seen["completions"]
+    assert completions["chunks"] == 7 and completions["finish"] == ["length"]
+    assert completions["usage"]["prompt_tokens"] == len(encode("Once upon a time"))
+    assert completions["usage"]["completion_tokens"] == 7
+    hi = len(encode(chat_prompt([{"role": "user", "content": "Hi"}])))
+    assert seen["whole"] == {"role": "assistant", "usage": {
+        "prompt_tokens": hi, "completion_tokens": 4, "total_tokens": hi + 4}}
+    assert seen["not_found"] == 404
