@@ -8,6 +8,7 @@ mismatch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     from loadgen.api import run_test
     from loadgen.campaigns.calibrate import headroom_warning
     from loadgen.engine.processes import workers_warning
-    from loadgen.live.progress import ProgressLines
+    from loadgen.live.display import progress_view
     from loadgen.live.prometheus import monitors_for
     from loadgen.plan.plan import RunPlan
     from loadgen.report.html import build_report
@@ -73,10 +74,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"loadgen: warning: {warning}", file=sys.stderr)
     if plan.settings.workers > 1 and (args.prometheus_port or args.pushgateway):
         raise SettingsError(["workers: live metrics read one process; use --workers 1"])
-    progress = None if args.quiet else ProgressLines(plan)
+    progress = None if args.quiet else progress_view(plan)
     if progress is not None:
         progress.announce()
-    with monitors_for(args.prometheus_port, args.pushgateway) as monitors:
+    with (monitors_for(args.prometheus_port, args.pushgateway) as monitors,
+          progress or contextlib.nullcontext()):
         result = run_test(plan, args.sut, args.out, progress, monitors, warnings)
     report = build_report(args.out)
     if not args.quiet:
