@@ -5,7 +5,7 @@
                       [--repeats N] [--min-queries N]
     loadgen sweep FILE --sut SPEC --out DIR --grid KEY=v1,v2|a:b:step [--grid sut.KEY=...]
                   --launches N [--set k=v ...]
-    loadgen report DIR [--png FILE]
+    loadgen report DIR
     loadgen compare A B [--vary KEY ...] [--json]
 
 Exit codes: find-peak 0 when some rate passed, 1 when none did; sweep and report 0;
@@ -20,7 +20,6 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from loadgen.cli.exits import EXIT_MISMATCH
 
@@ -61,6 +60,7 @@ def _find_peak(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from loadgen.campaigns.sweep import parse_axis, run_sweep
     from loadgen.plan.settings import load_settings
+    from loadgen.report.headline import noisy_flag
     from loadgen.report.html import build_report
 
     settings = load_settings(args.file, args.overrides)
@@ -68,23 +68,15 @@ def _sweep(args: argparse.Namespace) -> int:
     doc = run_sweep(settings, args.sut, axes, args.launches, args.out, log=_log(args))
     report = build_report(args.out)
     for point in doc["points"]:
-        print(_noisy(point) + point["headline"])
+        print(noisy_flag(point) + point["headline"])
     print(f"wrote {args.out / 'sweep.json'}, {args.out / 'sweep.csv'} and {report}")
     return 0
 
 
-def _noisy(point: dict[str, Any]) -> str:
-    """'NOISY (latency_p99_ns cv 8.1%)  ' for a point whose launches disagree, else ''."""
-    named = [f"{m} cv {point['stats'][m]['cv']:.1%}" for m in point.get("noisy_metrics", [])]
-    return f"NOISY ({', '.join(named)})  " if named else ""
-
-
 def _report(args: argparse.Namespace) -> int:
-    from loadgen.report.html import build_report, report_png
+    from loadgen.report.html import build_report
 
     print(f"wrote {build_report(args.dir)}")
-    if args.png:
-        print(f"wrote {report_png(args.dir, args.png)}")
     return 0
 
 
@@ -127,7 +119,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     p = sub.add_parser("report", help="rebuild DIR/report.html from saved results")
     p.add_argument("dir", type=Path, help="a run, sweep or find-peak directory")
-    p.add_argument("--png", type=Path, default=None, help="also compose the key plots here")
     p.set_defaults(handler=_report)
 
     p = sub.add_parser("compare", help="A vs B per metric with confidence intervals")

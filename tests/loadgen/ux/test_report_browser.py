@@ -1,0 +1,59 @@
+"""report.html in headless Chromium (Debian's `chromium`, driven by Playwright): every chart
+is drawn, no console errors, hovering shows a value, clicking a legend entry hides its
+series, and no request leaves the page. Skipped, with the reason, without the browser."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.loadgen.ux import browser
+from tests.loadgen.ux.reports import find_peak_dir, run_dir, sweep_dir
+
+pytestmark = [pytest.mark.functional,
+              pytest.mark.skipif(browser.missing() is not None,
+                                 reason=browser.missing() or "")]
+
+
+def _hover_shows_a_value(tab: Any) -> str:
+    """Move the mouse onto the first marker of the first chart; the hover label's text."""
+    point = tab.locator(".chart").first.locator(".scatterlayer .trace .points path").first
+    box = point.bounding_box()
+    assert box is not None
+    tab.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    label = tab.locator(".chart").first.locator(".hoverlayer .hovertext")
+    label.first.wait_for(state="visible", timeout=10_000)
+    return str(label.first.text_content())
+
+
+def _legend_click_hides_a_series(tab: Any) -> None:
+    chart = tab.locator(".chart").first
+    shown = "id => document.getElementById(id).data[0].visible"
+    chart_id = chart.get_attribute("id")
+    assert tab.evaluate(shown, chart_id) in (None, True)
+    traces = chart.locator(".scatterlayer .trace").count()
+    chart.locator(".legend .traces").first.click()
+    tab.wait_for_function(f"id => ({shown.split('=> ')[1]}) === 'legendonly'", arg=chart_id,
+                          timeout=10_000)
+    assert chart.locator(".scatterlayer .trace").count() < traces  # its group drawn no more
+
+
+@pytest.mark.parametrize("build", [run_dir, sweep_dir, find_peak_dir],
+                         ids=["run", "sweep", "find-peak"])
+def test_report_in_chromium(build: Callable[[Path], Path], tmp_path: Path) -> None:
+    report = build(tmp_path / "dir") / "report.html"
+    with browser.page() as (tab, watch):
+        charts = browser.open_report(tab, report)
+        assert charts >= 3
+        assert tab.locator(".chart .main-svg").count() >= charts  # every chart drawn
+        assert tab.locator(".chart .scatterlayer .trace, .chart .barlayer .trace").count() > 0
+        text = _hover_shows_a_value(tab)
+        assert any(ch.isdigit() for ch in text), text
+        _legend_click_hides_a_series(tab)
+        browser.screenshot(tab, tmp_path / "shot.png")
+        assert (tmp_path / "shot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert watch.errors == []
+    assert watch.remote == []  # nothing left the page: no CDN, no fonts, no beacons
