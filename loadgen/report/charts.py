@@ -74,6 +74,17 @@ def _layout(xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any]:
             "legend": {"orientation": "h", "y": -0.25}, **extra}
 
 
+def _log_axis(title: str, values: Sequence[float | None]) -> dict[str, Any]:
+    """A log axis ticked at 1-2-5 steps across the values, each tick labelled in full."""
+    known = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    axis: dict[str, Any] = {"title": {"text": title}, "type": "log"}
+    if known:
+        lo, hi = math.floor(math.log10(min(known))), math.ceil(math.log10(max(known)))
+        ticks = [m * 10.0**e for e in range(lo, hi + 1) for m in (1, 2, 5)]
+        axis |= {"tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
+    return axis
+
+
 def _hline(y: float, name: str, x: Sequence[float], color: str = _SLO_COLOR) -> dict[str, Any]:
     """A horizontal line as a trace of its own (so it has a legend entry and a hover value)."""
     lo, hi = (min(x), max(x)) if len(x) else (0.0, 1.0)
@@ -132,11 +143,10 @@ def latency_vs_load_chart(points: Sequence[LoadPoint], slo_ns: float | None, xla
     xs = [p.x for p in points]
     if slo_ns:
         data.append(_hline(slo_ns / 1e6, f"SLO {slo_ns / 1e6:g} ms", xs))
-    layout = _layout(xlabel, "latency (ms); x = INVALID", yaxis={
-        "title": {"text": "latency (ms); x = INVALID"}, "type": "log"})
+    ys = [v for d in data for v in d["y"] if v is not None and not math.isnan(v)]
+    layout = _layout(xlabel, "", yaxis=_log_axis("latency (ms); x = INVALID", ys))
     k = knee(points, slo_ns) if knee_x is None else knee_x
     if k is not None:
-        ys = [v for d in data for v in d["y"] if v is not None and not math.isnan(v)]
         data.append({"type": "scatter", "mode": "lines", "name": f"knee {k:.5g}",
                      "x": [k, k], "y": [min(ys, default=0.1), max(ys, default=1.0)],
                      "line": {"color": "grey", "dash": "dash", "width": 1}})
@@ -266,6 +276,6 @@ def token_chart(metrics: Mapping[str, Mapping[str, Any]]) -> Chart:
                 names.append(f"{metric.removesuffix('_ns')} {view}".strip())
                 values.append(_ms(s.get(pct)))
         data.append({"type": "bar", "name": pct, "x": names, "y": values})
-    return Chart("Token latencies", data, _layout("", "ms", barmode="group",
-                                                  yaxis={"title": {"text": "ms"},
-                                                         "type": "log"}))
+    ys = [v for d in data for v in d["y"]]
+    return Chart("Token latencies", data, _layout("", "", barmode="group",
+                                                  yaxis=_log_axis("ms", ys)))

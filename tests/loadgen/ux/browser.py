@@ -85,12 +85,16 @@ def main(out_dir: Path) -> None:
     """Build a demo run and find-peak report and save their screenshots into out_dir."""
     from tests.loadgen.ux.reports import find_peak_dir, run_dir
 
-    with tempfile.TemporaryDirectory() as tmp, page() as (tab, _):
-        for name, build in (("report-run.png", run_dir), ("report-find-peak.png", find_peak_dir)):
-            report = build(Path(tmp) / name.removesuffix(".png")) / "report.html"
-            open_report(tab, report)
-            screenshot(tab, out_dir / name)
-            print(f"wrote {out_dir / name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        # runs first: Playwright's sync API holds an event loop while the browser is open
+        reports = {name: build(Path(tmp) / name) / "report.html"
+                   for name, build in (("report-run", run_dir), ("report-find-peak",
+                                                                 find_peak_dir))}
+        with page() as (tab, _):
+            for name, report in reports.items():
+                open_report(tab, report)
+                screenshot(tab, out_dir / f"{name}.png")
+                print(f"wrote {out_dir / name}.png")
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ from loadgen.report.html import build_report
 
 ROOT = Path(__file__).resolve().parents[3]
 SHORT = ["preset='dev'", "min_duration_s=2", "warmup_s=0.2", "min_query_count=100",
-         "target_latency_ms=5", "target_qps=300", "window_s=0.2"]
-SIM = "sim:service=exp:1ms,servers=1,error_rate=0.01"
+         "target_latency_ms=20", "target_qps=300", "window_s=0.2", "max_issue_lag_ms=50"]
+SIM = "sim:service=exp:1ms,servers=2,error_rate=0.005"
 
 
 def run_dir(out: Path) -> Path:
@@ -36,10 +36,10 @@ def sweep_dir(out: Path) -> Path:
 def find_peak_dir(out: Path) -> Path:
     """A find-peak search on the simulated queue (a few seconds), with its report."""
     settings = load_settings(ROOT / "scenarios" / "server.toml",
-                             [*SHORT, "min_duration_s=0.3", "window_s=0.1",
-                              "target_latency_ms=10", "max_issue_lag_ms=50"])
-    cfg = SearchConfig(start_qps=300, tolerance=0.1, repeats=1, min_queries=100,
-                       max_qps=2000)
-    find_peak(settings, "sim:service=exp:1ms,servers=1", out, cfg, budget_s=30)
+                             [*SHORT, "min_duration_s=0.5", "window_s=0.1",
+                              "target_latency_ms=50"])
+    cfg = SearchConfig(start_qps=500, tolerance=0.1, repeats=1, min_queries=500,
+                       min_qps=100, max_qps=2000)
+    find_peak(settings, "sim:service=exp:1ms,servers=1", out, cfg, budget_s=40)
     build_report(out)
     return out
