@@ -6,7 +6,7 @@
     loadgen sweep FILE --sut SPEC --out DIR --grid KEY=v1,v2|a:b:step [--grid sut.KEY=...]
                   --launches N [--set k=v ...]
     loadgen report DIR
-    loadgen compare A B [--vary KEY ...] [--json]
+    loadgen compare A B [--vary KEY ...] [--json] [--out DIR]
 
 Exit codes: find-peak 0 when some rate passed, 1 when none did; sweep and report 0;
 compare 0, or 4 (`EXIT_MISMATCH`) when A and B differ in more than the variable
@@ -81,18 +81,29 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
-    from loadgen.campaigns.compare import compare, load_side, render
+    from loadgen.campaigns.compare import (
+        COMPARE_FILE,
+        compare,
+        comparison_doc,
+        load_side,
+        render,
+        side_paths,
+    )
+    from loadgen.report.html import build_report
 
     result = compare(load_side(args.a), load_side(args.b), args.vary)
+    doc = comparison_doc(result)
     if args.json:
-        doc = {"a": result.a.label, "b": result.b.label, "mismatch": result.mismatch,
-               "differences": [list(d) for d in result.differences],
-               "metrics": [asdict(m) | {"noise": m.noise, "rel": m.rel} for m in result.metrics]}
         print(json.dumps(doc, indent=2))
     else:
         print(render(result), end="")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        doc |= {"a_results": [str(p.resolve()) for p in side_paths(args.a)],
+                "b_results": [str(p.resolve()) for p in side_paths(args.b)]}
+        (args.out / COMPARE_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"wrote {args.out / COMPARE_FILE} and {build_report(args.out)}",
+              file=sys.stderr if args.json else sys.stdout)
     return EXIT_MISMATCH if result.mismatch else 0
 
 
@@ -118,7 +129,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(handler=_sweep)
 
     p = sub.add_parser("report", help="rebuild DIR/report.html from saved results")
-    p.add_argument("dir", type=Path, help="a run, sweep or find-peak directory")
+    p.add_argument("dir", type=Path, help="a run, sweep, find-peak or comparison (compare --out) directory")
     p.set_defaults(handler=_report)
 
     p = sub.add_parser("compare", help="A vs B per metric with confidence intervals")
@@ -127,4 +138,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--vary", action="append", default=[], metavar="KEY",
                    help="the variable compared (key prefix, e.g. settings.target_qps or sut)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="also write DIR/compare.json and DIR/report.html (A and B overlaid)")
     p.set_defaults(handler=_compare)

@@ -19,9 +19,9 @@ import numpy as np
 from loadgen.judge.stats import ComponentSummary
 from loadgen.record.histograms import percentile_ns
 
-__all__ = ["Chart", "LoadPoint", "batch_sizes_chart", "components_chart", "errors_chart",
-           "goodput_vs_load_chart", "knee", "latency_timeline_chart", "latency_vs_load_chart",
-           "spectrum_chart", "throughput_chart", "token_chart"]
+__all__ = ["Chart", "LoadPoint", "axes_layout", "batch_sizes_chart", "components_chart",
+           "errors_chart", "goodput_vs_load_chart", "knee", "latency_timeline_chart", "latency_vs_load_chart",
+           "p99_timelines_chart", "spectrum_chart", "throughput_chart", "token_chart"]
 
 _DASH = {"p50": "dot", "p90": "dashdot", "p99": "solid", "p999": "dash"}
 _NINES = [(2, "50%"), (10, "90%"), (100, "99%"), (1_000, "99.9%"), (10_000, "99.99%"),
@@ -68,7 +68,8 @@ def knee(points: Sequence[LoadPoint], slo_ns: float | None) -> float | None:
     return best
 
 
-def _layout(xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any]:
+def axes_layout(xtitle: str, ytitle: str, **extra: Any) -> dict[str, Any]:
+    """A Plotly layout with titled axes, tight margins and the legend below."""
     return {"xaxis": {"title": {"text": xtitle}}, "yaxis": {"title": {"text": ytitle}},
             "margin": {"l": 60, "r": 20, "t": 30, "b": 50}, "hovermode": "closest",
             "legend": {"orientation": "h", "y": -0.25}, **extra}
@@ -144,7 +145,7 @@ def latency_vs_load_chart(points: Sequence[LoadPoint], slo_ns: float | None, xla
     if slo_ns:
         data.append(_hline(slo_ns / 1e6, f"SLO {slo_ns / 1e6:g} ms", xs))
     ys = [v for d in data for v in d["y"] if v is not None and not math.isnan(v)]
-    layout = _layout(xlabel, "", yaxis=_log_axis("latency (ms); x = INVALID", ys))
+    layout = axes_layout(xlabel, "", yaxis=_log_axis("latency (ms); x = INVALID", ys))
     k = knee(points, slo_ns) if knee_x is None else knee_x
     if k is not None:
         data.append({"type": "scatter", "mode": "lines", "name": f"knee {k:.5g}",
@@ -167,7 +168,7 @@ def goodput_vs_load_chart(points: Sequence[LoadPoint], xlabel: str, offered: boo
         top = max(p.x for p in points)
         data.append({"type": "scatter", "mode": "lines", "name": "offered", "x": [0, top],
                      "y": [0, top], "line": {"color": "grey", "width": 1}})
-    return Chart("Goodput (within the SLO) against load", data, _layout(xlabel, "QPS"))
+    return Chart("Goodput (within the SLO) against load", data, axes_layout(xlabel, "QPS"))
 
 
 def spectrum_chart(hists: Mapping[str, Any], slo_ns: float | None,
@@ -191,7 +192,7 @@ def spectrum_chart(hists: Mapping[str, Any], slo_ns: float | None,
     if slo_ns:
         data.append(_hline(slo_ns / 1e6, f"{limit_name} {slo_ns / 1e6:g} ms", [1, top]))
     ticks = [(1, "0%")] + [(x, name) for x, name in _NINES if x <= top]
-    layout = _layout("percentile", "ms", xaxis={
+    layout = axes_layout("percentile", "ms", xaxis={
         "title": {"text": "percentile"}, "type": "log",
         "tickvals": [x for x, _ in ticks], "ticktext": [name for _, name in ticks]})
     return Chart(title, data, layout)
@@ -211,7 +212,23 @@ def latency_timeline_chart(windows: Sequence[Mapping[str, Any]], slo_ns: float |
                      "line": {"dash": _DASH[name]}})
     if slo_ns:
         data.append(_hline(slo_ns / 1e6, f"SLO {slo_ns / 1e6:g} ms", mids))
-    return Chart("Latency over time", data, _layout("time (s)", "latency (ms)"))
+    return Chart("Latency over time", data, axes_layout("time (s)", "latency (ms)"))
+
+
+def p99_timelines_chart(timelines: Mapping[str, Sequence[Mapping[str, Any]]],
+                        slo_ns: float | None) -> Chart:
+    """p99 per time window of several runs, one series each, with the SLO line."""
+    data: list[dict[str, Any]] = []
+    xs: list[float] = []
+    for label, windows in timelines.items():
+        mids = _mids(windows)
+        xs += mids
+        data.append({"type": "scatter", "mode": "lines+markers", "name": f"{label} p99",
+                     "x": mids, "y": [_ms(w.get("latency_ns", {}).get("p99") or None)
+                                      for w in windows]})
+    if slo_ns:
+        data.append(_hline(slo_ns / 1e6, f"SLO {slo_ns / 1e6:g} ms", xs))
+    return Chart("p99 over time", data, axes_layout("time (s)", "latency (ms)"))
 
 
 def throughput_chart(windows: Sequence[Mapping[str, Any]]) -> Chart:
@@ -221,14 +238,14 @@ def throughput_chart(windows: Sequence[Mapping[str, Any]]) -> Chart:
     data = [{"type": "scatter", "mode": "lines+markers", "name": name, "x": mids,
              "y": [int(w.get(key, 0)) / dt for w, dt in zip(windows, width, strict=True)]}
             for name, key in (("throughput", "queries"), ("goodput", "good"))]
-    return Chart("Throughput and goodput over time", data, _layout("time (s)", "QPS"))
+    return Chart("Throughput and goodput over time", data, axes_layout("time (s)", "QPS"))
 
 
 def errors_chart(windows: Sequence[Mapping[str, Any]]) -> Chart:
     """Failed queries per time window."""
     data = [{"type": "bar", "name": "errors", "x": _mids(windows),
              "y": [int(w.get("errors", 0)) for w in windows], "marker": {"color": _SLO_COLOR}}]
-    return Chart("Errors over time", data, _layout("time (s)", "failed queries"))
+    return Chart("Errors over time", data, axes_layout("time (s)", "failed queries"))
 
 
 def batch_sizes_chart(sizes: Mapping[int, int]) -> Chart:
@@ -236,7 +253,7 @@ def batch_sizes_chart(sizes: Mapping[int, int]) -> Chart:
     pairs = sorted((int(k), int(v)) for k, v in sizes.items())
     data = [{"type": "bar", "name": "batches", "x": [str(k) for k, _ in pairs],
              "y": [v for _, v in pairs]}]
-    return Chart("Batch sizes", data, _layout("batch size", "batches",
+    return Chart("Batch sizes", data, axes_layout("batch size", "batches",
                                              xaxis={"title": {"text": "batch size"},
                                                     "type": "category"}))
 
@@ -254,7 +271,7 @@ def components_chart(components: Mapping[str, ComponentSummary]) -> Chart:
         data.append({"type": "bar", "orientation": "h", "name": f"{key} (ms)", "y": names,
                      "x": [getattr(x.latency, key) / 1e6 for x in c], "xaxis": "x2",
                      "visible": "legendonly"})
-    layout = _layout("% of mean latency", "", barmode="group",
+    layout = axes_layout("% of mean latency", "", barmode="group",
                      xaxis2={"overlaying": "x", "side": "top", "title": {"text": "ms"}})
     return Chart("Latency components", data, layout)
 
@@ -277,5 +294,5 @@ def token_chart(metrics: Mapping[str, Mapping[str, Any]]) -> Chart:
                 values.append(_ms(s.get(pct)))
         data.append({"type": "bar", "name": pct, "x": names, "y": values})
     ys = [v for d in data for v in d["y"]]
-    return Chart("Token latencies", data, _layout("", "", barmode="group",
+    return Chart("Token latencies", data, axes_layout("", "", barmode="group",
                                                   yaxis=_log_axis("ms", ys)))

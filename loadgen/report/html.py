@@ -23,7 +23,7 @@ from typing import Any
 
 from loadgen.errors import ResultError
 from loadgen.record.histograms import decode
-from loadgen.report import charts
+from loadgen.report import charts, comparison
 from loadgen.report.charts import Chart, LoadPoint
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
 from loadgen.report.result import RESULT_FILE, RunResult, read_result
@@ -47,10 +47,11 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.bad{color:#b00}.warn{color:#a60
 
 
 def load_kind(path: Path) -> tuple[str, Any]:
-    """('find-peak' | 'sweep', document) or ('run', RunResult) for a directory (or a file
-    in one)."""
+    """('find-peak' | 'sweep' | 'comparison', document) or ('run', RunResult) for a
+    directory (or a file in one)."""
     root = path if path.is_dir() else path.parent
-    for name, kind in (("peak.json", "find-peak"), ("sweep.json", "sweep")):
+    for name, kind in (("peak.json", "find-peak"), ("sweep.json", "sweep"),
+                       ("compare.json", "comparison")):
         if (root / name).is_file():
             try:
                 return kind, json.loads((root / name).read_text())
@@ -147,6 +148,11 @@ def _token_tables(root: Path) -> str:
     return "".join(parts)
 
 
+def _comparison_slo(doc: Mapping[str, Any]) -> float | None:
+    paths = doc.get("a_results") or []
+    return _slo_ns(read_result(Path(paths[0])).settings.as_dict()) if paths else None
+
+
 def _run_charts(result: RunResult, root: Path) -> list[Chart]:
     r = result.stats
     slo = _slo_ns(result.settings.as_dict())
@@ -186,6 +192,8 @@ def _charts(kind: str, doc: Any, root: Path) -> list[Chart]:
     """Every chart the document supports."""
     if kind == "run":
         return _run_charts(doc, root)
+    if kind == "comparison":
+        return comparison.comparison_charts(doc, _comparison_slo(doc))
     slo = _slo_ns(doc["settings"] if kind == "find-peak" else doc["points"][0]["settings"])
     if kind == "find-peak":
         out = _load_charts(_search_points(doc), slo, "offered load (QPS)", True,
@@ -232,6 +240,15 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
         return "".join(parts), below
     from loadgen.report import tables
 
+    if kind == "comparison":
+        rows = comparison.comparison_rows(doc)
+        parts = [_table(rows, list(rows[0]) if rows else [])]
+        parts += [f'<p class="warn">differs: {html.escape(f"{k}: {a} -> {b}")}</p>'
+                  for k, a, b in doc["differences"]]
+        if doc["mismatch"]:
+            parts.append('<p class="bad">construct mismatch: A and B differ in more than the '
+                         'variable compared (name it with --vary)</p>')
+        return "".join(parts), ""
     if kind == "find-peak":
         rows = tables.search_rows(doc)
         head = {"peak_qps": doc["peak_qps"], "bracket": doc["bracket"],
@@ -250,6 +267,8 @@ def _headline(kind: str, doc: Any) -> list[str]:
         return [run_headline(doc)]
     if kind == "find-peak":
         return [peak_headline(doc)]
+    if kind == "comparison":
+        return [comparison.comparison_headline(doc), f"A: {doc['a']}", f"B: {doc['b']}"]
     return [noisy_flag(p) + point_headline(p) for p in doc["points"]]
 
 
@@ -274,7 +293,8 @@ def _verdict(kind: str, doc: Any) -> str:
 
 
 def build_report(path: Path) -> Path:
-    """Write DIR/report.html for a run, sweep or find-peak directory; return its path."""
+    """Write DIR/report.html for a run, sweep, find-peak or comparison directory; return
+    its path."""
     root = path if path.is_dir() else path.parent
     kind, doc = load_kind(root)
     lines = _headline(kind, doc)

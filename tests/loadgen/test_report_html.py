@@ -160,3 +160,21 @@ def test_find_peak_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     (tmp_path / "report.html").unlink()
     assert main(["report", str(tmp_path)]) == 0
     assert (tmp_path / "report.html").is_file() and "wrote" in capsys.readouterr().out
+
+
+def test_comparison_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = load_settings("scenarios/server.toml", [*TINY, "window_s=0.1"])
+    for servers in (1, 2):
+        launch(settings, f"sim:service=const:1ms,servers={servers}", tmp_path / f"s{servers}")
+    out = tmp_path / "cmp"
+    assert main(["compare", str(tmp_path / "s1"), str(tmp_path / "s2"), "--vary", "sut",
+                 "--out", str(out)]) == 0
+    assert "compare.json" in capsys.readouterr().out
+    doc = json.loads((out / "compare.json").read_text())
+    assert len(doc["a_results"]) == len(doc["b_results"]) == 1 and not doc["mismatch"]
+    (out / "report.html").unlink()
+    assert main(["report", str(out)]) == 0
+    page = _check(out / "report.html")
+    assert page.titles[:3] == ["B against A, per metric, with 95% intervals",
+                               "Latency by percentile", "p99 over time"]
+    assert "differs: sut.servers: 1 -&gt; 2" in (out / "report.html").read_text()

@@ -8,6 +8,7 @@ from pathlib import Path
 from loadgen.campaigns.launch import launch
 from loadgen.campaigns.search import SearchConfig, find_peak
 from loadgen.campaigns.sweep import parse_axis, run_sweep
+from loadgen.cli.main import main
 from loadgen.plan.settings import load_settings
 from loadgen.report.html import build_report
 
@@ -42,4 +43,14 @@ def find_peak_dir(out: Path) -> Path:
                        min_qps=100, max_qps=2000)
     find_peak(settings, "sim:service=exp:1ms,servers=1", out, cfg, budget_s=40)
     build_report(out)
+    return out
+
+
+def comparison_dir(out: Path) -> Path:
+    """Two short runs, one server against two, compared into out (report included)."""
+    settings = load_settings(ROOT / "scenarios" / "server.toml", [*SHORT, "min_duration_s=1"])
+    for servers in (1, 2):
+        launch(settings, f"sim:service=exp:1ms,servers={servers}", out / f"servers-{servers}")
+    assert main(["compare", str(out / "servers-1"), str(out / "servers-2"), "--vary", "sut",
+                 "--out", str(out)]) == 0
     return out

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.loadgen.ux import browser
-from tests.loadgen.ux.reports import find_peak_dir, run_dir, sweep_dir
+from tests.loadgen.ux.reports import comparison_dir, find_peak_dir, run_dir, sweep_dir
 
 pytestmark = [pytest.mark.functional,
               pytest.mark.skipif(browser.missing() is not None,
@@ -19,18 +19,19 @@ pytestmark = [pytest.mark.functional,
 
 
 def _hover_shows_a_value(tab: Any) -> str:
-    """Move the mouse onto the first marker of the first chart; the hover label's text."""
-    point = tab.locator(".chart").first.locator(".scatterlayer .trace .points path").first
-    box = point.bounding_box()
+    """Move the mouse onto the first marker of a chart with markers; the hover label's text."""
+    chart = tab.locator(".chart", has=tab.locator(".scatterlayer .trace .points path")).first
+    chart.scroll_into_view_if_needed()
+    box = chart.locator(".scatterlayer .trace .points path").first.bounding_box()
     assert box is not None
     tab.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    label = tab.locator(".chart").first.locator(".hoverlayer .hovertext")
+    label = chart.locator(".hoverlayer .hovertext")
     label.first.wait_for(state="visible", timeout=10_000)
     return str(label.first.text_content())
 
 
 def _legend_click_hides_a_series(tab: Any) -> None:
-    chart = tab.locator(".chart").first
+    chart = tab.locator(".chart", has=tab.locator(".legend .traces")).first
     shown = "id => document.getElementById(id).data[0].visible"
     chart_id = chart.get_attribute("id")
     assert tab.evaluate(shown, chart_id) in (None, True)
@@ -41,8 +42,8 @@ def _legend_click_hides_a_series(tab: Any) -> None:
     assert chart.locator(".scatterlayer .trace").count() < traces  # its group drawn no more
 
 
-@pytest.mark.parametrize("build", [run_dir, sweep_dir, find_peak_dir],
-                         ids=["run", "sweep", "find-peak"])
+@pytest.mark.parametrize("build", [run_dir, sweep_dir, find_peak_dir, comparison_dir],
+                         ids=["run", "sweep", "find-peak", "comparison"])
 def test_report_in_chromium(build: Callable[[Path], Path], tmp_path: Path) -> None:
     report = build(tmp_path / "dir") / "report.html"
     with browser.page() as (tab, watch):
