@@ -21,20 +21,25 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from loadgen.cli import helptext
 from loadgen.cli.exits import EXIT_MISMATCH
 
-__all__ = ["SUT_HELP", "add_parsers"]
-
-SUT_HELP = ("the system under test: null, sim:..., builtin:MODEL[,key=value...], "
-            "http[s]://HOST:PORT/MODEL or grpc[s]://HOST:PORT/MODEL (see `loadgen --help`)")
+__all__ = ["add_parsers"]
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, help="TOML test definition (see scenarios/)")
-    p.add_argument("--sut", required=True, metavar="SPEC", help=SUT_HELP)
-    p.add_argument("--out", type=Path, required=True, help="output directory (resumable)")
+    p.add_argument("--sut", required=True, metavar="SPEC", help=helptext.SUT_HELP)
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="output directory (rerun with the same DIR to resume)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting (repeatable)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str,
+            description: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=summary, description=description,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def _log(args: argparse.Namespace) -> Callable[[str], None] | None:
@@ -109,30 +114,41 @@ def _compare(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register find-peak, sweep, report and compare on the `loadgen` subparsers."""
-    p = sub.add_parser("find-peak", help="highest Server QPS that meets the latency SLO")
+    p = _parser(sub, "find-peak", "highest Server QPS that meets the latency SLO",
+                helptext.FIND_PEAK)
     _common(p)
-    p.add_argument("--budget-s", type=float, default=None, help="stop before exceeding this")
-    p.add_argument("--start-qps", type=float, default=0.0, help="first rate (default target_qps)")
-    p.add_argument("--min-qps", type=float, default=1.0, help="give up below this rate")
-    p.add_argument("--max-qps", type=float, default=1e7, help="never probe above this rate")
-    p.add_argument("--tolerance", type=float, default=0.02, help="bracket width / high to stop")
-    p.add_argument("--repeats", type=int, default=2, help="trials at each end of the bracket")
-    p.add_argument("--min-queries", type=int, default=10_000, help="queries per probe, at least")
+    p.add_argument("--budget-s", type=float, default=None, metavar="S",
+                   help="stop before the search takes longer than S seconds (default: none)")
+    p.add_argument("--start-qps", type=float, default=0.0, metavar="QPS",
+                   help="first rate probed (default: the settings' target_qps)")
+    p.add_argument("--min-qps", type=float, default=1.0, metavar="QPS",
+                   help="give up below this rate (default 1)")
+    p.add_argument("--max-qps", type=float, default=1e7, metavar="QPS",
+                   help="never probe above this rate (default 1e7)")
+    p.add_argument("--tolerance", type=float, default=0.02, metavar="F",
+                   help="stop narrowing when (high - low) / high <= F (default 0.02)")
+    p.add_argument("--repeats", type=int, default=2, metavar="N",
+                   help="trials at each end of the final bracket (default 2)")
+    p.add_argument("--min-queries", type=int, default=10_000, metavar="N",
+                   help="queries per probe, at least (default 10000)")
     p.set_defaults(handler=_find_peak)
 
-    p = sub.add_parser("sweep", help="grid of settings and SUT knobs, N launches per point")
+    p = _parser(sub, "sweep", "grid of settings and SUT knobs, N launches per point",
+                helptext.SWEEP)
     _common(p)
     p.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2|A:B:STEP",
                    help="a settings key, sut.KEY for a SUT option, or batcher.KEY for a "
                         "knob of a remote `loadgen serve`, retuned live (repeatable: product)")
-    p.add_argument("--launches", type=int, default=3, help="independent launches per point")
+    p.add_argument("--launches", type=int, default=3, metavar="N",
+                   help="independent launches per point (default 3)")
     p.set_defaults(handler=_sweep)
 
-    p = sub.add_parser("report", help="rebuild DIR/report.html from saved results")
+    p = _parser(sub, "report", "rebuild DIR/report.html from saved results", helptext.REPORT)
     p.add_argument("dir", type=Path, help="a run, sweep, find-peak or comparison (compare --out) directory")
     p.set_defaults(handler=_report)
 
-    p = sub.add_parser("compare", help="A vs B per metric with confidence intervals")
+    p = _parser(sub, "compare", "A vs B per metric with confidence intervals",
+                helptext.COMPARE)
     p.add_argument("a", type=Path, help="run dir, result.json or sweep point dir")
     p.add_argument("b", type=Path, help="run dir, result.json or sweep point dir")
     p.add_argument("--vary", action="append", default=[], metavar="KEY",
