@@ -15,15 +15,19 @@ from typing import Self
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.table import Table
 from rich.text import Text
 
 from loadgen.engine.runner import Progress
 from loadgen.live.progress import ProgressLines, clock, milliseconds, plan_line, standing
 from loadgen.plan.plan import RunPlan
 
-__all__ = ["LiveDisplay", "progress_view"]
+__all__ = ["BAR_WIDTH", "LiveDisplay", "progress_view"]
+
+BAR_WIDTH = 40
+
+
+def _row(label: str, value: Text) -> Text:
+    return Text.assemble((f"{label:<10} ", "bold"), value)
 
 
 def progress_view(plan: RunPlan) -> LiveDisplay | ProgressLines:
@@ -62,34 +66,31 @@ class LiveDisplay:
             self._live.update(self.render(p), refresh=True)
 
     def render(self, p: Progress | None) -> Group:
-        """The display for one progress report (None: before the first)."""
+        """The display for one progress report (None: before the first). Plain Text lines:
+        rich's tables cost about 1.5 ms a redraw against 0.3 ms for these."""
         if p is None:
             return Group(Text("starting ...", style="dim"))
         s = standing(self.plan, p)
-        bar = Table.grid(padding=(0, 1))
-        bar.add_row(ProgressBar(total=1.0, completed=s.fraction, width=40),
-                    Text(f"{100 * s.fraction:5.1f}%", style="bold"), Text(s.eta),
-                    Text(f"elapsed {clock(p.elapsed_ns / 1e9)}", style="dim"))
-        rows = Table.grid(padding=(0, 2))
-        rows.add_column(style="bold")
-        rows.add_column()
-        rows.add_row("rate", f"{s.rate_qps:.0f} QPS done   issued {p.issued}   done "
-                             f"{p.finished}   in flight {p.in_flight}")
+        done = round(s.fraction * BAR_WIDTH)
+        bar = Text.assemble(("━" * done, "bar.complete"), ("━" * (BAR_WIDTH - done), "bar.back"),
+                            (f" {100 * s.fraction:5.1f}%", "bold"), f" {s.eta}",
+                            (f" elapsed {clock(p.elapsed_ns / 1e9)}", "dim"))
+        lines = [bar, _row("rate", Text(f"{s.rate_qps:.0f} QPS done   issued {p.issued}   "
+                                        f"done {p.finished}   in flight {p.in_flight}"))]
         g = p.glance
+        errors = Text(str(p.errors), style="red" if p.errors else "")
         if g is not None:
-            rows.add_row("latency", self._latency(g.p50_ns, g.p99_ns, g.within_slo))
+            lines.append(_row("latency", self._latency(g.p50_ns, g.p99_ns, g.within_slo)))
             limit = self.plan.max_issue_lag_ns
             lag = Text(f"p99 {milliseconds(g.issue_lag_p99_ns)}")
             if limit and g.issue_lag_p99_ns is not None:
                 late = g.issue_lag_p99_ns > limit
                 lag.append(f"  (limit {milliseconds(limit)})", "red" if late else "dim")
-            rows.add_row("issue lag", lag)
+            lines.append(_row("issue lag", lag))
             kinds = ", ".join(f"{kind} {count}" for kind, count in g.errors_by_kind)
-            rows.add_row("errors", Text(f"{p.errors}" + (f": {kinds}" if kinds else ""),
-                                        style="red" if p.errors else ""))
-        else:
-            rows.add_row("errors", str(p.errors))
-        return Group(bar, rows)
+            errors.append(f": {kinds}" if kinds else "")
+        lines.append(_row("errors", errors))
+        return Group(*lines)
 
     def _latency(self, p50: int | None, p99: int | None, within: float | None) -> Text:
         text = Text(f"p50 {milliseconds(p50)}   p99 ")
