@@ -126,9 +126,11 @@ class Runner:
         self.plan_ahead()
         if start_at_ns is not None:
             self._start_ns, self._next_progress_ns = start_at_ns, start_at_ns + PROGRESS_EVERY_NS
+            self._next_flush_ns = start_at_ns + LOG_FLUSH_EVERY_NS
             await self._pump(start_at_ns, _never)
         self._start_ns = t0 = clock() if start_at_ns is None else start_at_ns
         self._next_progress_ns = t0 + PROGRESS_EVERY_NS
+        self._next_flush_ns = t0 + LOG_FLUSH_EVERY_NS
         measure_start = t0 + plan.warmup_ns
         self.collector.started(t0, measure_start)
         self._closed = not plan.open_loop

@@ -39,7 +39,7 @@ class Glance:
 def _percentiles(values: npt.NDArray[np.int64], bins: list[Bin]) -> list[int]:
     """p50 and p99 of the buffered values and each recent window: the worst of each (a
     window still filling reads low, so the worst of the recent few is the honest figure)."""
-    found = [[int(v) for v in np.percentile(values, [50.0, 99.0], method="higher")]
+    found = [[int(v) for v in np.percentile(values, [50.0, 99.0], method="inverted_cdf")]
              ] if values.size else []
     found += [[percentile_ns(b.hist, 50.0), percentile_ns(b.hist, 99.0)] for b in bins]
     return [max(f[i] for f in found) for i in (0, 1)]
@@ -50,7 +50,7 @@ def _lag_p99(lag: Recorder) -> int | None:
     pending, hist = lag.pending_values, lag.recorded_histogram
     if hist.total_count >= pending.size:
         return percentile_ns(hist, 99.0) if hist.total_count else None
-    return int(np.percentile(pending, 99.0, method="higher"))
+    return int(np.percentile(pending, 99.0, method="inverted_cdf"))
 
 
 def glance(collector: Collector) -> Glance:
