@@ -79,8 +79,11 @@ def _slo_ns(settings: Mapping[str, Any]) -> float | None:
 
 def _hists(results: Mapping[str, RunResult],
            key: str = "query_latency_ns") -> dict[str, Any]:
-    return {label: decode(r.stats.histograms[key]) for label, r in results.items()
-            if key in r.stats.histograms}
+    """Each result's histogram `key` by label, where it holds a spectrum (2 values or more:
+    an Offline run's single query has none)."""
+    hists = {label: decode(r.stats.histograms[key]) for label, r in results.items()
+             if key in r.stats.histograms}
+    return {label: h for label, h in hists.items() if h.get_total_count() >= 2}
 
 
 def _search_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
@@ -162,6 +165,7 @@ def _run_charts(result: RunResult, root: Path) -> list[Chart]:
                 charts.errors_chart(r.timeline)]
     hists = _hists({"from schedule": result}) | _hists({"service, from send": result},
                                                        "service_latency_ns")
+    hists = hists or _hists({"samples, from schedule": result}, "latency_ns")  # Offline
     if hists:
         out.append(charts.spectrum_chart(hists, slo))
     lag = _hists({"issue lag": result}, "issue_lag_ns")

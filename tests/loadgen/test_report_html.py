@@ -178,3 +178,12 @@ def test_comparison_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert page.titles[:3] == ["B against A, per metric, with 95% intervals",
                                "Latency by percentile", "p99 over time"]
     assert "differs: sut.servers: 1 -&gt; 2" in (out / "report.html").read_text()
+
+
+def test_offline_report_shows_the_samples_spectrum(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    launch(load_settings("scenarios/offline.toml", ["preset='dev'", "min_duration_s=0.3"]),
+           "sim:service=const:1ms", run)
+    page = _check(build_report(run))
+    assert page.titles == ["Latency by percentile"]  # one query: no issue-lag spectrum
+    assert _figures(page)[0]["data"][0]["name"].startswith("samples, from schedule")
