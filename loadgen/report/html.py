@@ -1,5 +1,6 @@
 """report.html: one self-contained, interactive page rebuilt from the saved files of a run
-directory (result.json), a sweep (sweep.json) or a find-peak search (peak.json). Reads
+directory (result.json), a sweep (sweep.json), a find-peak search (peak.json) or a
+comparison (compare.json, `loadgen.report.comparison`). Reads
 files only: no clock, no network, so old runs re-render; the page itself loads nothing
 (the Plotly library is inlined once, the charts are JSON beside it), so it works offline.
 
@@ -9,7 +10,7 @@ over time with the SLO line, throughput and goodput over time, errors over time 
 result.json `timeline`); the percentile spectrum and the issue lag's, on the 1/(1-p)
 axis; component shares and batch sizes (when the SUT reports them); token latencies
 (LLM runs: `ttft_ns`, `tpot_ns`, `itl_ns`, `e2e_ns`...); latency and goodput against
-load with the knee (sweeps and searches).
+load with the knee (sweeps and searches), and a search's peak run's own charts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -210,7 +212,7 @@ def _charts(kind: str, doc: Any, root: Path) -> list[Chart]:
                 chosen[f"{label} {qps:g} QPS"] = (read_result(root / probe["dir"]),
                                                  root / probe["dir"])
         hists = _hists({k: v[0] for k, v in chosen.items()})
-        peak = next(iter(chosen.values()), None)
+        peak = next(iter(chosen.items()), None)
     else:
         axis = _sweep_axis(doc)
         out = _load_charts(_sweep_points(doc), slo, axis, axis == "target_qps")
@@ -221,7 +223,9 @@ def _charts(kind: str, doc: Any, root: Path) -> list[Chart]:
     if hists:
         out.append(charts.spectrum_chart(hists, slo))
     if peak is not None:
-        out += [c for c in _run_charts(*peak) if c.title != "Latency by percentile"]
+        label, (result, run_dir) = peak
+        out += [replace(c, title=f"{c.title}: {label}") for c in _run_charts(result, run_dir)
+                if c.title != "Latency by percentile"]
     return out
 
 
