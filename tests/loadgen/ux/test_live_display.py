@@ -19,7 +19,8 @@ import pytest
 from rich.console import Console
 
 from loadgen.engine.runner import Progress
-from loadgen.live.display import LiveDisplay
+from loadgen.live.display import LiveDisplay, progress_view
+from loadgen.live.progress import ProgressLines
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.record.glance import Glance
@@ -57,6 +58,26 @@ def test_before_any_latency_the_display_says_so() -> None:
     text = _text(LiveDisplay(_plan()), Progress(S // 4, 25, 0, 25, 0, Glance(None, None, None,
                                                                              None)))
     assert "p99 ? vs SLO 50 ms" in text and "errors 0" in text
+
+
+def test_plain_lines_come_every_2_s_with_the_same_figures() -> None:
+    out = io.StringIO()
+    lines = ProgressLines(_plan(), out)
+    g = Glance(1_200_000, 61_000_000, 0.981, 45_000, (("timeout", 2),))
+    for quarter in range(1, 19):  # reports every 250 ms for 4.5 s
+        lines(Progress(quarter * S // 4, 25 * quarter, 25 * quarter, 0, 2, g))
+    printed = out.getvalue().splitlines()
+    assert [line[:10] for line in printed] == ["[    2.0s]", "[    4.0s]"]
+    assert printed[0].endswith("p50 1.2 ms  p99 61 ms (SLO 50 ms)  lag p99 0.045 ms")
+    assert " 40.0%  ETA 0:03  issued 200" in printed[0]
+
+
+def test_off_a_terminal_the_view_is_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert isinstance(progress_view(_plan()), ProgressLines)  # pytest's stderr is no tty
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert isinstance(progress_view(_plan()), LiveDisplay)
+    monkeypatch.setenv("TERM", "dumb")
+    assert isinstance(progress_view(_plan()), ProgressLines)
 
 
 def _run_in_pty(out: Path, timeout_s: float = 120) -> tuple[int, str]:
