@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,11 @@ from loadgen.errors import ResultError
 from loadgen.record.histograms import decode, merge, percentile_ns
 from loadgen.report.result import RunResult, read_result
 
-__all__ = ["Comparison", "MetricDiff", "Side", "compare", "construct_differences", "load_side",
-           "render", "t_quantile", "token_metric_values"]
+__all__ = ["COMPARE_FILE", "Comparison", "MetricDiff", "Side", "compare", "comparison_doc",
+           "construct_differences", "load_side", "render", "side_paths", "t_quantile",
+           "token_metric_values"]
+
+COMPARE_FILE = "compare.json"
 
 Z95 = 1.959963984540054
 _PERCENTILES = {"latency_p50_ns": 50.0, "latency_p90_ns": 90.0, "latency_p99_ns": 99.0}
@@ -83,15 +86,27 @@ class Comparison:
     mismatch: bool
 
 
-def load_side(path: Path) -> Side:
-    """Read a run dir, a result.json or a sweep point dir (launch-*/result.json)."""
+def side_paths(path: Path) -> list[Path]:
+    """The result files of a run dir, a result.json or a sweep point dir (launch-*/)."""
     if path.is_dir() and not (path / "result.json").is_file():
         runs = sorted(path.glob("launch-*/result.json"),
                       key=lambda p: int(p.parent.name.split("-")[1]))
         if not runs:
             raise ResultError(f"{path}: no result.json and no launch-*/result.json")
-        return Side(str(path), tuple(read_result(p) for p in runs))
-    return Side(str(path), (read_result(path),))
+        return runs
+    return [path]
+
+
+def load_side(path: Path) -> Side:
+    """Read a run dir, a result.json or a sweep point dir (launch-*/result.json)."""
+    return Side(str(path), tuple(read_result(p) for p in side_paths(path)))
+
+
+def comparison_doc(c: Comparison) -> dict[str, Any]:
+    """The comparison as plain JSON (what `compare --json` prints and compare.json holds)."""
+    return {"a": c.a.label, "b": c.b.label, "mismatch": c.mismatch,
+            "differences": [list(d) for d in c.differences],
+            "metrics": [asdict(m) | {"noise": m.noise, "rel": m.rel} for m in c.metrics]}
 
 
 def t_quantile(q: float, df: float) -> float:

@@ -8,12 +8,13 @@ mismatch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loadgen.cli.analysis import SUT_HELP
+from loadgen.cli import helptext
 from loadgen.cli.analysis import add_parsers as _add_analysis
 from loadgen.cli.calibrate import add_parser as _add_calibrate
 from loadgen.cli.exits import EXIT_ERROR, EXIT_INVALID, EXIT_USAGE, EXIT_VALID
@@ -27,13 +28,17 @@ __all__ = ["build_parser", "main"]
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("run", help="run one test definition against a SUT")
+    p = sub.add_parser("run", help="run one test definition against a SUT",
+                       description=helptext.RUN,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", type=Path, nargs="?", help="TOML test definition (see scenarios/)")
-    p.add_argument("--sut", required=True, metavar="SPEC", help=SUT_HELP)
-    p.add_argument("--out", type=Path, default=Path("runs/latest"), help="run directory")
+    p.add_argument("--sut", required=True, metavar="SPEC", help=helptext.SUT_HELP)
+    p.add_argument("--out", type=Path, default=Path("runs/latest"), metavar="DIR",
+                   help="run directory (default runs/latest)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting (repeatable)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines, no summary")
+    p.add_argument("--quiet", action="store_true",
+                   help="no plan line, no progress, no summary")
     p.add_argument("--workers", type=int, metavar="N",
                    help="N load processes, each issuing a share of the schedule (open loop)")
     p.add_argument("--replay", type=Path, metavar="RUN_DIR",
@@ -60,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     from loadgen.api import run_test
     from loadgen.campaigns.calibrate import headroom_warning
     from loadgen.engine.processes import workers_warning
-    from loadgen.live.progress import ProgressLines
+    from loadgen.live.display import progress_view
     from loadgen.live.prometheus import monitors_for
     from loadgen.plan.plan import RunPlan
     from loadgen.report.html import build_report
@@ -73,10 +78,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"loadgen: warning: {warning}", file=sys.stderr)
     if plan.settings.workers > 1 and (args.prometheus_port or args.pushgateway):
         raise SettingsError(["workers: live metrics read one process; use --workers 1"])
-    progress = None if args.quiet else ProgressLines(plan)
+    progress = None if args.quiet else progress_view(plan)
     if progress is not None:
         progress.announce()
-    with monitors_for(args.prometheus_port, args.pushgateway) as monitors:
+    with (monitors_for(args.prometheus_port, args.pushgateway) as monitors,
+          progress or contextlib.nullcontext()):
         result = run_test(plan, args.sut, args.out, progress, monitors, warnings)
     report = build_report(args.out)
     if not args.quiet:
@@ -93,7 +99,11 @@ its reasons. `loadgen run` one test, `find-peak` the highest rate that meets a
 latency SLO, `sweep` a grid of settings, `report` and `compare` saved runs,
 `calibrate` this harness, `serve` a model over the Open Inference Protocol.
 
-SUT specs (--sut): {forms}
+SUT specs (--sut), one of:
+  {forms}
+
+Start here:  loadgen run scenarios/server.toml --sut sim:service=exp:2ms --set preset=dev
+User guide:  {guide}
 
 Exit codes: 0 VALID (find-peak: some rate passed), 1 INVALID (none did), 2 bad usage,
 settings or SUT spec, 3 the run failed (the SUT could not start), 4 compare found a
@@ -106,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     from loadgen.adapters.registry import SPEC_FORMS
 
     parser = argparse.ArgumentParser(
-        prog="loadgen", description=DESCRIPTION.format(forms=SPEC_FORMS),
+        prog="loadgen", description=DESCRIPTION.format(forms="\n  ".join(SPEC_FORMS.split(" | ")), guide=helptext.GUIDE),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)

@@ -38,6 +38,7 @@ from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import TestSettings
 from loadgen.record.energy import EnergyMeter
+from loadgen.record.glance import merge_glances
 from loadgen.record.histograms import summary_ns
 from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, RECORD
 from loadgen.record.tally import Tally, merge_tallies
@@ -163,9 +164,10 @@ class _Pool:
 
 def _sum_progress(parts: Any) -> Progress:
     ps = list(parts)
+    glances = [p.glance for p in ps if p.glance is not None]
     return Progress(max(p.elapsed_ns for p in ps), sum(p.issued for p in ps),
                     sum(p.finished for p in ps), sum(p.in_flight for p in ps),
-                    sum(p.errors for p in ps))
+                    sum(p.errors for p in ps), merge_glances(glances) if glances else None)
 
 
 def _merge_logs(out_dir: Path, count: int) -> None:

@@ -30,6 +30,7 @@ from loadgen.adapters.base import SystemUnderTest
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
+from loadgen.record.glance import Glance, glance
 from loadgen.record.tally import RunTimes
 
 __all__ = ["PLAN_AHEAD_VALUES", "PROGRESS_EVERY_NS", "Progress", "Runner"]
@@ -41,7 +42,8 @@ TIDY_SLACK_NS = 300_000  # a buffer slice takes ~20 us warm, up to ~300 us when 
 PLAN_SLACK_NS = 300_000  # a chunk of the plan takes ~50 us, up to ~250 us when cold
 PLAN_AHEAD_VALUES = 1 << 22  # int64s planned ahead (32 MB): all of a 2M-query Server run
 YIELD_EVERY = 64
-PROGRESS_EVERY_NS = 2_000_000_000
+PROGRESS_EVERY_NS = 250_000_000  # a live display redraws a few times a second
+LOG_FLUSH_EVERY_NS = 2_000_000_000
 _FAR_NS = 50_000_000
 
 
@@ -54,6 +56,7 @@ class Progress:
     finished: int
     in_flight: int
     errors: int
+    glance: Glance | None = None  # running latency, issue lag and errors by kind
 
 
 class Runner:
@@ -86,6 +89,7 @@ class Runner:
         self._ids = itertools.count(first_id, id_step)  # several processes number apart
         self._start_ns = 0
         self._next_progress_ns = 0
+        self._next_flush_ns = 0
         self._t0 = 0  # open loop: the clock origin of the plan's offsets
         self._ahead: collections.deque[tuple[np.ndarray, np.ndarray]] = collections.deque()
         self._ahead_queries = 0
@@ -122,9 +126,11 @@ class Runner:
         self.plan_ahead()
         if start_at_ns is not None:
             self._start_ns, self._next_progress_ns = start_at_ns, start_at_ns + PROGRESS_EVERY_NS
+            self._next_flush_ns = start_at_ns + LOG_FLUSH_EVERY_NS
             await self._pump(start_at_ns, _never)
         self._start_ns = t0 = clock() if start_at_ns is None else start_at_ns
         self._next_progress_ns = t0 + PROGRESS_EVERY_NS
+        self._next_flush_ns = t0 + LOG_FLUSH_EVERY_NS
         measure_start = t0 + plan.warmup_ns
         self.collector.started(t0, measure_start)
         self._closed = not plan.open_loop
@@ -284,12 +290,13 @@ class Runner:
         if now >= self._next_progress_ns:
             self._next_progress_ns = now + PROGRESS_EVERY_NS
             c = self.collector
-            if c.log is not None:
+            if c.log is not None and now >= self._next_flush_ns:
+                self._next_flush_ns = now + LOG_FLUSH_EVERY_NS
                 c.log.flush()
             if self._progress is None:
                 return
             self._progress(Progress(now - self._start_ns, c.issued, c.finished, c.in_flight,
-                                    sum(c.errors_by_kind.values())))
+                                    sum(c.errors_by_kind.values()), glance(c)))
 
     def _run_timers(self, now: int) -> None:
         timers = self._timers

@@ -230,6 +230,16 @@ class Recorder:
         return self._hist
 
     @property
+    def pending_values(self) -> npt.NDArray[np.int64]:
+        """A copy of the values buffered and not yet in the histogram (a cheap live glance)."""
+        return self._values[:self._n].copy()
+
+    @property
+    def recorded_histogram(self) -> HdrHistogram:
+        """The histogram as recorded so far, buffer left alone (a cheap live glance)."""
+        return self._hist
+
+    @property
     def count(self) -> int:
         """Values recorded (after a flush)."""
         self.flush()

@@ -15,8 +15,8 @@ from typing import Any
 
 from loadgen.report.result import RunResult
 
-__all__ = ["conditions", "peak_headline", "point_headline", "run_headline", "slo_phrase",
-           "sut_phrase", "value_phrase"]
+__all__ = ["conditions", "noisy_flag", "peak_headline", "point_headline", "run_headline",
+           "slo_phrase", "sut_phrase", "value_phrase"]
 
 
 def _ms(ns: float) -> str:
@@ -148,3 +148,10 @@ def peak_headline(doc: Mapping[str, Any]) -> str:
     if doc["status"] != "converged":
         parts.append(f"search stopped: {doc['status']}")
     return _sentence(f"{_num(low)} QPS", slo, parts)
+
+
+def noisy_flag(point: Mapping[str, Any]) -> str:
+    """'NOISY (latency_p99_ns cv 8.1%)  ' for a sweep point whose launches disagree, naming
+    each noisy metric and its coefficient of variation; '' otherwise."""
+    named = [f"{m} cv {point['stats'][m]['cv']:.1%}" for m in point.get("noisy_metrics", [])]
+    return f"NOISY ({', '.join(named)})  " if named else ""

@@ -1,59 +1,67 @@
-"""report.html: one self-contained page (inline base64 PNG plots, inline CSS) rebuilt from
-the saved files of a run directory (result.json), a sweep (sweep.json) or a find-peak
-search (peak.json). Reads files only: no clock, no network, so old runs re-render.
+"""report.html: one self-contained, interactive page rebuilt from the saved files of a run
+directory (result.json), a sweep (sweep.json), a find-peak search (peak.json) or a
+comparison (compare.json, `loadgen.report.comparison`). Reads
+files only: no clock, no network, so old runs re-render; the page itself loads nothing
+(the Plotly library is inlined once, the charts are JSON beside it), so it works offline.
 
-Plots: latency percentiles against offered load with the SLO line and the knee, goodput
-against load (sweeps and searches); the percentile spectrum from the HDR histograms;
-latency over time (result.json `timeline`, when present); batch sizes and components
-(when the SUT reports them).
+At the top: the verdict, the headline sentence, each reason and warning (a sweep's noisy
+points name their noisy metric). Charts (`loadgen.report.charts`): latency percentiles
+over time with the SLO line, throughput and goodput over time, errors over time (from
+result.json `timeline`); the percentile spectrum and the issue lag's, on the 1/(1-p)
+axis; component shares and batch sizes (when the SUT reports them); token latencies
+(LLM runs: `ttft_ns`, `tpot_ns`, `itl_ns`, `e2e_ns`...); latency and goodput against
+load with the knee (sweeps and searches), and a search's peak run's own charts.
 """
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from loadgen.errors import ResultError
 from loadgen.record.histograms import decode
+from loadgen.report import charts, comparison
+from loadgen.report.charts import Chart, LoadPoint
 from loadgen.report.energy import energy_html
-from loadgen.report.headline import peak_headline, point_headline, run_headline
-from loadgen.report.result import RunResult, read_result
+from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
+from loadgen.report.result import RESULT_FILE, RunResult, read_result
 from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
 
-__all__ = ["REPORT_FILE", "build_report", "load_kind", "report_png"]
+__all__ = ["REPORT_FILE", "TOKEN_METRICS", "build_report", "load_kind"]
 
 REPORT_FILE = "report.html"
 _MAX_SPECTRA = 6
-_MIN_WINDOWS = 3  # a timeline of fewer windows says nothing
+_MIN_WINDOWS = 2  # a timeline of fewer windows says nothing
+TOKEN_METRICS = ("ttft_ns", "ttfo_ns", "tpot_ns", "itl_ns", "e2e_ns")
+"""result.json's token latencies (LLM runs), charted when present."""
+_PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1400px;padding:0 1em;color:#222}
 h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.6em}table{border-collapse:collapse;
 font-size:.85em;display:block;overflow-x:auto}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
 th{background:#f3f3f3}td.l,th.l{text-align:left}.bad{color:#b00}.warn{color:#a60}
-img{max-width:100%;display:block;margin:.5em 0}
+.chart{height:380px}.verdict{font-weight:bold;padding:.2em .6em;border-radius:4px;color:#fff}
+.VALID{background:#2a7d2a}.INVALID{background:#b00}
 .plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:0 1.5em}"""
 
 
 def load_kind(path: Path) -> tuple[str, Any]:
-    """('find-peak' | 'sweep', document) or ('run', RunResult) for a directory (or a file
-    in one)."""
+    """('find-peak' | 'sweep' | 'comparison', document) or ('run', RunResult) for a
+    directory (or a file in one)."""
     root = path if path.is_dir() else path.parent
-    for name, kind in (("peak.json", "find-peak"), ("sweep.json", "sweep")):
+    for name, kind in (("peak.json", "find-peak"), ("sweep.json", "sweep"),
+                       ("compare.json", "comparison")):
         if (root / name).is_file():
             try:
                 return kind, json.loads((root / name).read_text())
             except (OSError, json.JSONDecodeError) as exc:
                 raise ResultError(f"{root / name}: cannot read: {exc}") from None
     return "run", read_result(root)
-
-
-def _img(data: bytes, alt: str) -> str:
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,' \
-           f'{base64.b64encode(data).decode("ascii")}">'
 
 
 def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
@@ -75,13 +83,14 @@ def _slo_ns(settings: Mapping[str, Any]) -> float | None:
 
 def _hists(results: Mapping[str, RunResult],
            key: str = "query_latency_ns") -> dict[str, Any]:
-    return {label: decode(r.stats.histograms[key]) for label, r in results.items()
-            if key in r.stats.histograms}
+    """Each result's histogram `key` by label, where it holds a spectrum (2 values or more:
+    an Offline run's single query has none)."""
+    hists = {label: decode(r.stats.histograms[key]) for label, r in results.items()
+             if key in r.stats.histograms}
+    return {label: h for label, h in hists.items() if h.get_total_count() >= 2}
 
 
-def _search_points(doc: Mapping[str, Any]) -> list[Any]:
-    from loadgen.report.plots import LoadPoint
-
+def _search_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
     return [LoadPoint(float(p["target_qps"]), p["latency_ns"], float(p["qps_completed"]),
                       float(p["goodput_qps"]), bool(p["valid"])) for p in doc["probes"]]
 
@@ -92,9 +101,7 @@ def _sweep_axis(doc: Mapping[str, Any]) -> str:
     return "target_qps" if "target_qps" in grid else (numeric or list(grid))[0]
 
 
-def _sweep_points(doc: Mapping[str, Any]) -> list[Any]:
-    from loadgen.report.plots import LoadPoint
-
+def _sweep_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
     axis = _sweep_axis(doc)
     out = []
     for p in doc["points"]:
@@ -111,65 +118,97 @@ def _sweep_points(doc: Mapping[str, Any]) -> list[Any]:
     return out
 
 
-def _run_draws(result: RunResult, root: Path) -> list[tuple[str, Any]]:
-    from loadgen.report import plots
+def _raw_result(root: Path) -> dict[str, Any]:
+    """result.json as plain JSON (for fields newer than `RunResult`); {} when unreadable."""
+    try:
+        doc = json.loads((root / RESULT_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
+
+def _token_metrics(root: Path) -> dict[str, Any]:
+    """The token latencies result.json holds (LLM runs), by name."""
+    doc = _raw_result(root)
+    return {k: doc[k] for k in TOKEN_METRICS if isinstance(doc.get(k), dict)}
+
+
+def _comparison_slo(doc: Mapping[str, Any]) -> float | None:
+    paths = doc.get("a_results") or []
+    return _slo_ns(read_result(Path(paths[0])).settings.as_dict()) if paths else None
+
+
+def _run_charts(result: RunResult, root: Path) -> list[Chart]:
     r = result.stats
     slo = _slo_ns(result.settings.as_dict())
-    draws: list[tuple[str, Any]] = []
+    out: list[Chart] = []
+    if len(r.timeline) >= _MIN_WINDOWS:
+        out += [charts.latency_timeline_chart(r.timeline, slo), charts.throughput_chart(r.timeline),
+                charts.errors_chart(r.timeline)]
     hists = _hists({"from schedule": result}) | _hists({"service, from send": result},
                                                        "service_latency_ns")
+    hists = hists or _hists({"samples, from schedule": result}, "latency_ns")  # Offline
     if hists:
-        draws.append(("spectrum", lambda ax: plots.draw_spectrum(ax, hists, slo)))
-    if len(r.timeline) >= _MIN_WINDOWS:
-        draws.append(("timeline", lambda ax: plots.draw_timeline(ax, r.timeline, slo)))
-    if r.batch_sizes:
-        draws.append(("batch sizes", lambda ax: plots.draw_batch_sizes(ax, r.batch_sizes)))
+        out.append(charts.spectrum_chart(hists, slo))
+    lag = _hists({"issue lag": result}, "issue_lag_ns")
+    if lag:
+        limit = float(result.settings.max_issue_lag_ms) * 1e6 or None
+        out.append(charts.spectrum_chart(lag, limit, "Issue lag by percentile", "limit"))
+    tokens = _token_metrics(root)
+    if tokens:
+        out.append(charts.token_chart(tokens))
+        token_hists = r.token_stats.histograms if r.token_stats is not None else {}
+        for name in (k for k in tokens if k in token_hists):
+            label = name.removesuffix("_ns").upper()
+            h = decode(token_hists[name])
+            if h.get_total_count() >= 2:
+                out.append(charts.spectrum_chart({label: h}, None, f"{label} by percentile"))
     if r.components_ns:
-        draws.append(("components", lambda ax: plots.draw_components(ax, r.components_ns)))
-    return draws
+        out.append(charts.components_chart(r.components_ns))
+    if r.batch_sizes:
+        out.append(charts.batch_sizes_chart(r.batch_sizes))
+    return out
 
 
-def _load_draws(points: list[Any], slo: float | None, xlabel: str, offered: bool,
-                knee: float | None = None) -> list[tuple[str, Any]]:
-    from loadgen.report import plots
-
-    return [("latency against load",
-             lambda ax: plots.draw_latency_vs_load(ax, points, slo, xlabel, knee)),
-            ("goodput against load", lambda ax: plots.draw_goodput(ax, points, xlabel, offered))]
+def _load_charts(points: list[LoadPoint], slo: float | None, xlabel: str, offered: bool,
+                 knee: float | None = None) -> list[Chart]:
+    return [charts.latency_vs_load_chart(points, slo, xlabel, knee),
+            charts.goodput_vs_load_chart(points, xlabel, offered)]
 
 
-def _draws(kind: str, doc: Any, root: Path) -> list[tuple[str, Any]]:
-    """(title, draw) for every plot the document supports."""
-    from loadgen.report import plots
-
+def _charts(kind: str, doc: Any, root: Path) -> list[Chart]:
+    """Every chart the document supports."""
     if kind == "run":
-        return _run_draws(doc, root)
+        return _run_charts(doc, root)
+    if kind == "comparison":
+        return comparison.comparison_charts(doc, _comparison_slo(doc))
     slo = _slo_ns(doc["settings"] if kind == "find-peak" else doc["points"][0]["settings"])
     if kind == "find-peak":
-        draws = _load_draws(_search_points(doc), slo, "offered load (QPS)", True,
-                            doc["peak_qps"] or None)
+        out = _load_charts(_search_points(doc), slo, "offered load (QPS)", True,
+                           doc["peak_qps"] or None)
         ends = {"peak" if i == 0 else "lowest failing": q for i, q in enumerate(doc["bracket"])}
         chosen = {}
         for label, qps in ends.items():
             probe = next((p for p in doc["probes"] if p["target_qps"] == qps), None)
             if probe is not None:
-                chosen[f"{label} {qps:g} QPS"] = read_result(root / probe["dir"])
-        hists = _hists(chosen)
-        peak = next(iter(chosen.values()), None)
+                chosen[f"{label} {qps:g} QPS"] = (read_result(root / probe["dir"]),
+                                                 root / probe["dir"])
+        hists = _hists({k: v[0] for k, v in chosen.items()})
+        peak = next(iter(chosen.items()), None)
     else:
         axis = _sweep_axis(doc)
-        draws = _load_draws(_sweep_points(doc), slo, axis, axis == "target_qps")
+        out = _load_charts(_sweep_points(doc), slo, axis, axis == "target_qps")
         step = max(1, -(-len(doc["points"]) // _MAX_SPECTRA))
-        chosen = {", ".join(f"{k}={v}" for k, v in p["values"].items()):
-                  read_result(root / p["launch_dirs"][0]) for p in doc["points"][::step]}
-        hists = _hists(chosen)
+        hists = _hists({", ".join(f"{k}={v}" for k, v in p["values"].items()):
+                        read_result(root / p["launch_dirs"][0]) for p in doc["points"][::step]})
         peak = None
     if hists:
-        draws.append(("spectrum", lambda ax: plots.draw_spectrum(ax, hists, slo)))
+        out.append(charts.spectrum_chart(hists, slo))
     if peak is not None:
-        draws += [d for d in _run_draws(peak, root) if d[0] != "spectrum"]
-    return draws
+        label, (result, run_dir) = peak
+        out += [replace(c, title=f"{c.title}: {label}") for c in _run_charts(result, run_dir)
+                if c.title != "Latency by percentile"]
+    return out
 
 
 def _summary(kind: str, doc: Any) -> tuple[str, str]:
@@ -202,6 +241,15 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
         return "".join(parts), energy_html(doc.energy) + below
     from loadgen.report import tables
 
+    if kind == "comparison":
+        rows = comparison.comparison_rows(doc)
+        parts = [_table(rows, list(rows[0]) if rows else [])]
+        parts += [f'<p class="warn">differs: {html.escape(f"{k}: {a} -> {b}")}</p>'
+                  for k, a, b in doc["differences"]]
+        if doc["mismatch"]:
+            parts.append('<p class="bad">construct mismatch: A and B differ in more than the '
+                         'variable compared (name it with --vary)</p>')
+        return "".join(parts), ""
     if kind == "find-peak":
         rows = tables.search_rows(doc)
         head = {"peak_qps": doc["peak_qps"], "bracket": doc["bracket"],
@@ -220,42 +268,58 @@ def _headline(kind: str, doc: Any) -> list[str]:
         return [run_headline(doc)]
     if kind == "find-peak":
         return [peak_headline(doc)]
-    return [point_headline(p) for p in doc["points"]]
+    if kind == "comparison":
+        return [comparison.comparison_headline(doc), f"A: {doc['a']}", f"B: {doc['b']}"]
+    return [noisy_flag(p) + point_headline(p) for p in doc["points"]]
+
+
+def _plotly_js() -> str:
+    """The Plotly library the `plotly` package ships (minified, about 4.8 MB)."""
+    return (resources.files("plotly") / "package_data" / "plotly.min.js").read_text("utf-8")
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+
+
+def _verdict(kind: str, doc: Any) -> str:
+    if kind == "run":
+        word = "VALID" if doc.valid else "INVALID"
+    elif kind == "find-peak":
+        word = "VALID" if doc["peak_qps"] else "INVALID"
+    else:
+        return ""
+    return f'<span class="verdict {word}">{word}</span> '
 
 
 def build_report(path: Path) -> Path:
-    """Write DIR/report.html for a run, sweep or find-peak directory; return its path."""
-    from loadgen.report import plots
-
+    """Write DIR/report.html for a run, sweep, find-peak or comparison directory; return
+    its path."""
     root = path if path.is_dir() else path.parent
     kind, doc = load_kind(root)
     lines = _headline(kind, doc)
-    body = [f"<h1>{html.escape(lines[0])}</h1>"]
+    body = [f"<h1>{_verdict(kind, doc)}{html.escape(lines[0])}</h1>"]
     body += [f"<p>{html.escape(line)}</p>" for line in lines[1:]]
-    body.append(f"<p>{html.escape(kind)} report of <code>{html.escape(str(root))}</code></p>")
+    body.append(f"<p>{html.escape(kind)} report of <code>{html.escape(str(root))}</code>. "
+                "Hover a chart for values, drag to zoom (double-click to reset), click a "
+                "legend entry to hide or show its series.</p>")
     above, below = _summary(kind, doc)
     body.append(above)
     body.append('<div class="plots">')
-    for title, draw in _draws(kind, doc, root):
-        body.append(f"<section><h2>{html.escape(title.capitalize())}</h2>"
-                    f"{_img(plots.png(draw), title)}</section>")
+    figures = []
+    for i, chart in enumerate(_charts(kind, doc, root)):
+        body.append(f'<section><h2>{html.escape(chart.title)}</h2>'
+                    f'<div class="chart" id="chart{i}"></div></section>')
+        figures.append({"id": f"chart{i}", "data": chart.data, "layout": chart.layout})
     body.append("</div>")
     body.append(below)
+    draw = (f"const FIGURES={_script_json(figures)},CONFIG={_script_json(_PLOT_CONFIG)};"
+            "for(const f of FIGURES){Plotly.newPlot(f.id,f.data,f.layout,CONFIG);}")
     page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(lines[0])}</title><style>{_CSS}</style></head>"
-            f"<body>{''.join(body)}</body></html>\n")
+            f"<title>{html.escape(lines[0])}</title><style>{_CSS}</style>"
+            f"<script>{_plotly_js()}</script></head>"
+            f"<body>{''.join(body)}<script>{draw}</script></body></html>\n")
     out = root / REPORT_FILE
     out.write_text(page)
-    return out
-
-
-def report_png(path: Path, out: Path, limit: int = 6) -> Path:
-    """The first `limit` plots of a report composed into one PNG (for a README)."""
-    from loadgen.report import plots
-
-    root = path if path.is_dir() else path.parent
-    kind, doc = load_kind(root)
-    draws = [d for _, d in _draws(kind, doc, root)][:limit]
-    columns = 3 if len(draws) > 4 else 2
-    out.write_bytes(plots.compose(draws, _headline(kind, doc)[0], columns))
     return out

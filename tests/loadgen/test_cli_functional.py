@@ -36,7 +36,7 @@ def test_valid_run_exits_zero_and_writes_the_run_directory(tmp_path):
     assert "Result is : VALID" in (out / "summary.txt").read_text()
     assert (out / "queries.csv").exists()
     page = (out / "report.html").read_text()  # every run gets its report
-    assert "<img" in page and f"{out / 'report.html'}" in p.stdout
+    assert 'class="chart"' in page and f"{out / 'report.html'}" in p.stdout
 
 
 def test_invalid_run_exits_one(tmp_path):

@@ -225,9 +225,9 @@ def test_batcher_axes_are_refused_before_running(tmp_path: Path, spec: str, axis
 
 
 def test_a_noisy_point_names_its_noisy_metrics() -> None:
-    from loadgen.cli.analysis import _noisy
+    from loadgen.report.headline import noisy_flag
 
     point = {"noisy_metrics": ["latency_p99_ns"],
              "stats": {"latency_p99_ns": {"cv": 0.081}, "qps_scheduled": {"cv": 0.015}}}
-    assert _noisy(point) == "NOISY (latency_p99_ns cv 8.1%)  "
-    assert _noisy({"noisy_metrics": [], "stats": {}}) == ""
+    assert noisy_flag(point) == "NOISY (latency_p99_ns cv 8.1%)  "
+    assert noisy_flag({"noisy_metrics": [], "stats": {}}) == ""
