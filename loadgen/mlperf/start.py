@@ -1,0 +1,178 @@
+"""LoadGen's entry points: construct a SUT and a QSL, start a test, destroy them.
+
+`StartTest` runs on our engine: the QSL's load callback gets the performance
+sample set (every sample for accuracy), the test runs as one `run_test` per
+part (SubmissionRun: accuracy, then performance; FindPeakPerformance: our
+find-peak over Server rates), and LoadGen's logs are written to the log
+output directory, with our result.json and summary.txt beside them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from loadgen.api import run_test, save_run
+from loadgen.campaigns.search import SearchConfig, find_peak
+from loadgen.errors import SettingsError
+from loadgen.mlperf.bridge import HarnessSut, IssueCallback
+from loadgen.mlperf.derive import effective, plan_for
+from loadgen.mlperf.logs import LogRun, log_names, write_logs
+from loadgen.mlperf.testsettings import TestSettings
+from loadgen.mlperf.types import LogSettings, TestMode, TestScenario
+from loadgen.report.result import RunResult
+
+__all__ = ["ConstructQSL", "ConstructSUT", "DestroyQSL", "DestroySUT", "StartTest",
+           "StartTestWithLogSettings"]
+
+SampleCallback = Callable[[list[int]], None]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class _Sut:
+    name: str
+    issue: IssueCallback
+    flush: Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Qsl:
+    name: str
+    total: int
+    performance_count: int
+    load: SampleCallback
+    unload: SampleCallback
+
+
+_handles = itertools.count(1)
+_suts: dict[int, _Sut] = {}
+_qsls: dict[int, _Qsl] = {}
+
+
+def ConstructSUT(issue_cb: IssueCallback, flush_cb: Callable[[], None]) -> int:
+    """A SUT handle over the harness's issue and flush callbacks."""
+    handle = next(_handles)
+    _suts[handle] = _Sut("PySUT", issue_cb, flush_cb)
+    return handle
+
+
+def ConstructQSL(total: int, performance_count: int, load_cb: SampleCallback,
+                 unload_cb: SampleCallback) -> int:
+    """A QSL handle: its size, how many samples fit in memory, its load and unload callbacks."""
+    if not 0 < performance_count <= total:
+        raise SettingsError([(f"ConstructQSL: need 0 < performance_count ({performance_count}) "
+                             f"<= total ({total})")])
+    handle = next(_handles)
+    _qsls[handle] = _Qsl("PyQSL", total, performance_count, load_cb, unload_cb)
+    return handle
+
+
+def DestroySUT(sut: int) -> None:
+    """Forget a SUT handle."""
+    _suts.pop(sut, None)
+
+
+def DestroyQSL(qsl: int) -> None:
+    """Forget a QSL handle."""
+    _qsls.pop(qsl, None)
+
+
+def StartTest(sut: int, qsl: int, test_settings: TestSettings,
+              audit_config_filename: str = "audit.config") -> None:
+    """Run a test with the default log settings (logs in the working directory)."""
+    StartTestWithLogSettings(sut, qsl, test_settings, LogSettings(), audit_config_filename)
+
+
+def StartTestWithLogSettings(sut: int, qsl: int, test_settings: TestSettings,
+                             log_settings: LogSettings,
+                             audit_config_filename: str = "audit.config") -> None:
+    """Run a test; its logs go where `log_settings.log_output` says.
+
+    `audit_config_filename` is accepted for LoadGen's signature; audit (compliance
+    test) configs are not read.
+    """
+    s, q = _handle(_suts, sut, "SUT"), _handle(_qsls, qsl, "QSL")
+    mode = TestMode(test_settings.mode)
+    out = log_settings.log_output
+    outdir = Path(out.outdir)
+    if mode is TestMode.FindPeakPerformance:
+        _find_peak(s, q, test_settings, outdir)
+        return
+    accuracy = perf = None
+    if mode in (TestMode.SubmissionRun, TestMode.AccuracyOnly):
+        accuracy = _run_part(s, q, test_settings, log_settings, accuracy=True)
+    if mode in (TestMode.SubmissionRun, TestMode.PerformanceOnly):
+        perf = _run_part(s, q, test_settings, log_settings, accuracy=False)
+    shown = perf or accuracy
+    assert shown is not None
+    result, bridge, loaded = shown
+    logged = (accuracy or shown)[1].accuracy
+    if perf is not None:
+        save_run(plan_for(test_settings, q.total, q.performance_count, accuracy=False),
+                 perf[0], outdir)
+    run = LogRun(
+        scenario=TestScenario(test_settings.scenario).name, mode=mode.name,
+        effective=effective(test_settings, q.total, q.performance_count),
+        requested=test_settings.as_dict(), result=result if perf is not None else None,
+        sut_name=s.name, qsl_name=q.name, total=q.total,
+        performance_count=q.performance_count, loaded=loaded,
+        accuracy=logged,
+        tokens=test_settings.use_token_latencies,
+        trace=bridge.trace if log_settings.enable_trace else None,
+        trace_start_ns=bridge.start_ns)
+    paths = log_names(outdir, out.prefix, out.suffix, out.prefix_with_datetime)
+    write_logs(run, paths)
+    if out.copy_summary_to_stdout:
+        sys.stdout.write(paths["summary"].read_text())
+
+
+def _handle(table: dict[int, T], handle: int, what: str) -> T:
+    try:
+        return table[handle]
+    except KeyError:
+        raise SettingsError([(f"StartTest: {what} handle {handle} is not constructed "
+                             "(or was destroyed)")]) from None
+
+
+def _bridge(s: _Sut, settings: TestSettings, *, accuracy: bool, trace: bool) -> HarnessSut:
+    return HarnessSut(s.name, s.issue, s.flush, log_all=accuracy,
+                      log_probability=0.0 if accuracy else settings.accuracy_log_probability,
+                      log_seed=settings.accuracy_log_rng_seed,
+                      tokens=settings.use_token_latencies, trace=trace)
+
+
+def _run_part(s: _Sut, q: _Qsl, settings: TestSettings, log_settings: LogSettings, *,
+              accuracy: bool) -> tuple[RunResult, HarnessSut, list[int]]:
+    """One accuracy or performance run, its samples loaded around it."""
+    plan = plan_for(settings, q.total, q.performance_count, accuracy=accuracy)
+    loaded = list(range(plan.library.total)) if accuracy else \
+        plan.library.loaded_indices().tolist()
+    bridge = _bridge(s, settings, accuracy=accuracy, trace=log_settings.enable_trace)
+    q.load(loaded)
+    try:
+        result = run_test(plan, bridge)
+    finally:
+        q.unload(loaded)
+    return result, bridge, loaded
+
+
+def _find_peak(s: _Sut, q: _Qsl, settings: TestSettings, outdir: Path) -> None:
+    """FindPeakPerformance: our find-peak from `server_target_qps`; peak.json in `outdir`."""
+    if TestScenario(settings.scenario) is not TestScenario.Server:
+        raise SettingsError(["FindPeakPerformance: the Server scenario only (as in LoadGen)"])
+    plan = plan_for(settings, q.total, q.performance_count, accuracy=False)
+    loaded = plan.library.loaded_indices().tolist()
+    cfg = SearchConfig(start_qps=max(settings.server_target_qps, 1.0),
+                       min_queries=settings.min_query_count)
+    q.load(loaded)
+    try:
+        find_peak(plan.settings, f"mlperf:{s.name}", outdir, cfg,
+                  runner=lambda st, _spec, run_dir: run_test(
+                      st, _bridge(s, settings, accuracy=False, trace=False), run_dir))
+    finally:
+        q.unload(loaded)
