@@ -18,6 +18,7 @@ from loadgen.errors import SettingsError
 from loadgen.mlperf.testsettings import TestSettings
 from loadgen.mlperf.types import TestMode, TestScenario
 from loadgen.plan.plan import RunPlan
+from loadgen.plan.settings import TestSettings as OurSettings
 from loadgen.plan.settings import settings_from_mapping
 
 __all__ = ["DRAIN_TIMEOUT_S", "effective", "plan_for"]
@@ -81,11 +82,17 @@ def effective(s: TestSettings, total: int, performance_count: int) -> dict[str, 
 
 
 def _token_keys(s: TestSettings) -> dict[str, Any]:
-    """The token-latency targets, by our settings' names (present only when asked for)."""
+    """The token-latency targets, by our settings' names (present only when asked for).
+
+    Our settings know these keys once the token collector is in; before, token
+    targets are not judged and the keys are left out.
+    """
     if not s.use_token_latencies:
         return {}
-    return {"use_token_latencies": True, "ttft_latency_ms": s.ttft_latency / 1e6,
+    known = {f.name for f in dataclasses.fields(OurSettings)}
+    keys = {"use_token_latencies": True, "ttft_latency_ms": s.ttft_latency / 1e6,
             "tpot_latency_ms": s.tpot_latency / 1e6}
+    return {k: v for k, v in keys.items() if k in known}
 
 
 def plan_for(s: TestSettings, total: int, performance_count: int, *, accuracy: bool) -> RunPlan:

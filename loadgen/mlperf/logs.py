@@ -125,10 +125,12 @@ def _checks(run: LogRun) -> dict[str, bool]:
     n = run.result.stats.queries
     estimable = run.scenario not in ("SingleStream", "MultiStream") or bool(
         n and early_stopping.estimate_rank(n, run.effective["target_latency_percentile"] * 100))
+    e = run.effective
+    at_target = _hist_value(run.result, "latency_ns", e["target_latency_percentile"] * 100)
     return {"min_duration": ReasonCode.MIN_DURATION not in codes,
             "min_queries": not codes & {ReasonCode.MIN_QUERIES, ReasonCode.MIN_SAMPLES},
             "early_stopping": ReasonCode.EARLY_STOPPING not in codes and estimable,
-            "perf_constraints": ReasonCode.EARLY_STOPPING not in codes}
+            "perf_constraints": run.scenario != "Server" or at_target <= e["target_latency_ns"]}
 
 
 def valid(run: LogRun) -> bool:
@@ -226,6 +228,8 @@ def _result_lines(run: LogRun, result: RunResult) -> list[str]:
                 ""]
     name = "query_latency_ns" if run.scenario in ("MultiStream", "Offline") else "latency_ns"
     lat = _latencies(result, name)
+    if run.scenario == "MultiStream":
+        out.append("Per-query latency:  ")
     out += [f"Min latency (ns)                : {lat['min']}",
             f"Max latency (ns)                : {lat['max']}",
             f"Mean latency (ns)               : {lat['mean']}"]

@@ -1,0 +1,104 @@
+"""LoadGen-demo-style harnesses run unchanged on `loadgen.mlperf` and on MLCommons' package.
+
+Each harness (harnesses/demo.py) runs in its own interpreter, once with a
+one-line `mlperf_loadgen.py` (`from loadgen.mlperf import *`) first on the path,
+once on the real `mlcommons-loadgen` when installed (skipped otherwise): the
+real LoadGen keeps process-wide state, and a subprocess also proves the
+star-import is all a harness needs. Both must agree on validity, query and
+sample counts and the early-stopping figures; latency percentiles agree
+within TOLERANCE (the SUT sleeps 2 ms a query on a shared machine); every
+summary line and detail key the real LoadGen writes, ours writes too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.loadgen.mlperf import logfiles
+
+ROOT = Path(__file__).resolve().parents[3]
+HARNESS = Path(__file__).parent / "harnesses" / "demo.py"
+TOLERANCE_NS = 3_000_000
+TOLERANCE_RATIO = 0.5
+"""Percentiles agree when |ours - real| <= max(3 ms, 50% of real)."""
+
+_spec = importlib.util.find_spec("mlperf_loadgen")
+REAL = _spec is not None and (_spec.origin or "").endswith(".so")
+needs_real = pytest.mark.skipif(not REAL, reason="mlcommons-loadgen is not installed")
+
+CASES = [("SingleStream", False), ("MultiStream", False), ("Server", False), ("Offline", False),
+         ("SingleStream", True), ("Server", True)]
+
+
+def _run(tmp: Path, which: str, scenario: str, mode: str, tokens: bool) -> Path:
+    out = tmp / f"{which}-{scenario}-{mode}{'-tokens' if tokens else ''}"
+    out.mkdir()
+    path = [str(ROOT)]
+    if which == "ours":
+        shim = tmp / "shim"
+        shim.mkdir(exist_ok=True)
+        (shim / "mlperf_loadgen.py").write_text("from loadgen.mlperf import *\n")
+        path.insert(0, str(shim))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+    args = [sys.executable, str(HARNESS), scenario, mode] + (["tokens"] if tokens else [])
+    done = subprocess.run(args, cwd=out, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory):
+    cache: dict[tuple[str, str, str, bool], Path] = {}
+
+    def get(which: str, scenario: str, mode: str = "PerformanceOnly", tokens: bool = False):
+        key = (which, scenario, mode, tokens)
+        if key not in cache:
+            cache[key] = _run(tmp_path_factory.mktemp("mlperf"), *key)
+        return cache[key]
+    return get
+
+
+@pytest.mark.parametrize(("scenario", "tokens"), CASES)
+def test_a_demo_harness_runs_unchanged_on_ours(runs, scenario, tokens):
+    out = runs("ours", scenario, tokens=tokens)
+    summary = logfiles.summary(out / "mlperf_log_summary.txt")
+    assert summary["Scenario"] == scenario and summary["Mode"] == "PerformanceOnly"
+    entries = logfiles.detail(out / "mlperf_log_detail.txt")
+    expected = 1 if scenario == "Offline" else 100
+    assert entries["result_query_count"] == expected
+    assert entries["effective_samples_per_query"] == {"MultiStream": 8, "Offline": 110}.get(
+        scenario, 1)
+    assert (out / "mlperf_log_accuracy.json").read_text().strip() == "[\n]"
+    assert (out / "result.json").is_file()
+
+
+@needs_real
+@pytest.mark.parametrize(("scenario", "tokens"), CASES)
+def test_ours_agrees_with_mlcommons_loadgen(runs, scenario, tokens):
+    ours, real = runs("ours", scenario, tokens=tokens), runs("real", scenario, tokens=tokens)
+    s_ours = logfiles.summary(ours / "mlperf_log_summary.txt")
+    s_real = logfiles.summary(real / "mlperf_log_summary.txt")
+    d_ours = logfiles.detail(ours / "mlperf_log_detail.txt")
+    d_real = logfiles.detail(real / "mlperf_log_detail.txt")
+    assert s_ours["Result is"] == s_real["Result is"]
+    for key in ("result_validity", "result_query_count", "effective_samples_per_query",
+                "effective_min_query_count", "effective_min_sample_count",
+                "effective_performance_sample_count", "effective_accuracy_sample_count",
+                "effective_target_latency_ns", "result_min_duration_met",
+                "result_min_queries_met", "early_stopping_met"):
+        assert d_ours[key] == d_real[key], key
+    assert logfiles.early_stopping(ours / "mlperf_log_summary.txt") == \
+        logfiles.early_stopping(real / "mlperf_log_summary.txt")
+    for p in ("50.00", "90.00"):
+        key = f"result_{p}_percentile_latency_ns"
+        assert abs(d_ours[key] - d_real[key]) <= max(TOLERANCE_NS, TOLERANCE_RATIO * d_real[key])
+    if not tokens:  # the token summary lines come with the token collector
+        assert set(s_real) <= set(s_ours), set(s_real) - set(s_ours)
+        real_keys = {k for k in d_real if not k.startswith(logfiles.INTERNAL)}
+        assert real_keys <= set(d_ours), real_keys - set(d_ours)
