@@ -18,6 +18,9 @@ every SUT: TTFT = first chunk of any kind - scheduled; TTFO = first answer
 chunk - scheduled; E2E = last token chunk - scheduled (a usage-only chunk or
 `[DONE]` does not extend it); ITL = every gap between tokens, a chunk of k
 tokens counting its gap once and k-1 zero gaps; TPOT = (E2E - TTFT)/(N - 1).
+
+`Prompt` and `PromptSource` are defined in `plan.prompts` (the plan builds the
+prompts) and re-exported here.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from loadgen.plan.prompts import Prompt, PromptSource
 
 __all__ = ["Prompt", "PromptSource", "StreamSink", "TokenStream"]
 
@@ -61,27 +66,6 @@ class TokenStream:
         if self.server_output_tokens is not None:
             return self.server_output_tokens
         return sum(self.chunk_tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """One request of a token workload."""
-
-    text: str
-    input_tokens: int
-    """Length in tokens of the workload's tokenizer (what was asked for)."""
-    max_tokens: int
-    """Output length asked for; with `fixed_output` the server is told to ignore EOS."""
-    fixed_output: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Request fields the workload adds (for example a shared-prefix group)."""
-
-
-class PromptSource(Protocol):
-    """The run's prompts, by sample index."""
-
-    def prompt(self, index: int) -> Prompt:
-        """The prompt for one sample index of the run's library."""
 
 
 class StreamSink(Protocol):
