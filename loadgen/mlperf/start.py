@@ -16,14 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from loadgen.api import run_test, save_run
+from loadgen.api import judge, run_test, save_run
 from loadgen.campaigns.search import SearchConfig, find_peak
+from loadgen.engine.session import SessionOutcome, run_loop, run_session
 from loadgen.errors import SettingsError
 from loadgen.mlperf.bridge import HarnessSut, IssueCallback
 from loadgen.mlperf.derive import effective, plan_for
-from loadgen.mlperf.logs import LogRun, log_names, write_logs
+from loadgen.mlperf.figures import LogRun
+from loadgen.mlperf.logs import log_names, write_logs
 from loadgen.mlperf.testsettings import TestSettings
 from loadgen.mlperf.types import LogSettings, TestMode, TestScenario
+from loadgen.record.tally import Tally
 from loadgen.report.result import RunResult
 
 __all__ = ["ConstructQSL", "ConstructSUT", "DestroyQSL", "DestroySUT", "StartTest",
@@ -110,8 +113,9 @@ def StartTestWithLogSettings(sut: int, qsl: int, test_settings: TestSettings,
         perf = _run_part(s, q, test_settings, log_settings, accuracy=False)
     shown = perf or accuracy
     assert shown is not None
-    result, bridge, loaded = shown
+    result, bridge, loaded, tally = shown
     logged = (accuracy or shown)[1].accuracy
+    tokens = tally.tokens if test_settings.use_token_latencies and perf is not None else None
     if perf is not None:
         save_run(plan_for(test_settings, q.total, q.performance_count, accuracy=False),
                  perf[0], outdir)
@@ -122,7 +126,8 @@ def StartTestWithLogSettings(sut: int, qsl: int, test_settings: TestSettings,
         sut_name=s.name, qsl_name=q.name, total=q.total,
         performance_count=q.performance_count, loaded=loaded,
         accuracy=logged,
-        tokens=test_settings.use_token_latencies,
+        token_hists=None if tokens is None else tokens.histograms,
+        token_counters={} if tokens is None else tokens.counters,
         trace=bridge.trace if log_settings.enable_trace else None,
         trace_start_ns=bridge.start_ns)
     paths = log_names(outdir, out.prefix, out.suffix, out.prefix_with_datetime)
@@ -147,7 +152,7 @@ def _bridge(s: _Sut, settings: TestSettings, *, accuracy: bool, trace: bool) -> 
 
 
 def _run_part(s: _Sut, q: _Qsl, settings: TestSettings, log_settings: LogSettings, *,
-              accuracy: bool) -> tuple[RunResult, HarnessSut, list[int]]:
+              accuracy: bool) -> tuple[RunResult, HarnessSut, list[int], Tally]:
     """One accuracy or performance run, its samples loaded around it."""
     plan = plan_for(settings, q.total, q.performance_count, accuracy=accuracy)
     loaded = list(range(plan.library.total)) if accuracy else \
@@ -155,10 +160,10 @@ def _run_part(s: _Sut, q: _Qsl, settings: TestSettings, log_settings: LogSetting
     bridge = _bridge(s, settings, accuracy=accuracy, trace=log_settings.enable_trace)
     q.load(loaded)
     try:
-        result = run_test(plan, bridge)
+        outcome: SessionOutcome = run_loop(run_session(plan, bridge))
     finally:
         q.unload(loaded)
-    return result, bridge, loaded
+    return judge(plan, outcome), bridge, loaded, outcome.tally
 
 
 def _find_peak(s: _Sut, q: _Qsl, settings: TestSettings, outdir: Path) -> None:
