@@ -45,6 +45,7 @@ class AccuracyRow:
     qsl_idx: int
     data: bytes
     n_tokens: int
+    token_data: bytes | None = None  # the first token's bytes (FirstTokenComplete), if sent
 
 
 @dataclass(slots=True)
@@ -58,6 +59,7 @@ class _Pending:
     done_ns: list[int]
     first_token_ns: list[int]
     n_tokens: list[int] = field(default_factory=list)
+    first_data: dict[int, bytes] = field(default_factory=dict)
 
 
 class HarnessSut:
@@ -132,18 +134,21 @@ class HarnessSut:
             if sample_id in data:
                 self.accuracy.append(AccuracyRow(pending.first_seq + position,
                                                  pending.indices[position], data[sample_id],
-                                                 n_tokens))
+                                                 n_tokens, pending.first_data.get(position)))
             if pending.left == 0:
                 del self._pending[query_id]
                 self._finish(query_id, pending)
 
-    def first_token(self, sample_ids: Sequence[int], stamp_ns: int) -> None:
+    def first_token(self, sample_ids: Sequence[int], stamp_ns: int,
+                    data: dict[int, bytes]) -> None:
         """On the loop: the first token of these samples arrived at `stamp_ns`."""
         for sample_id in sample_ids:
             pending = self._pending.get((sample_id >> _POSITION_BITS) - 1)
             position = sample_id & _POSITION_MASK
             if pending is not None and not pending.first_token_ns[position]:
                 pending.first_token_ns[position] = stamp_ns
+                if sample_id in data:
+                    pending.first_data[position] = data[sample_id]
 
     def _finish(self, query_id: int, p: _Pending) -> None:
         assert self._sink is not None
@@ -199,13 +204,7 @@ def query_samples_complete(responses: Sequence[QuerySampleResponse],
     """LoadGen's `QuerySamplesComplete`: stamp now, copy logged bytes, hand on to the loop."""
     done_ns = time.perf_counter_ns()
     sut = _running("QuerySamplesComplete")
-    data: dict[int, bytes] = {}
-    for response in responses:
-        if sut.logs(response.id):
-            if response_cb is not None:
-                response_cb(response)
-            data[response.id] = ctypes.string_at(response.data, response.size) \
-                if response.size else b""
+    data = _logged_bytes(sut, responses, response_cb)
     answers = [(r.id, r.n_tokens) for r in responses]
     assert sut.loop is not None
     sut.loop.call_soon_threadsafe(sut.completed, answers, done_ns, data)
@@ -216,8 +215,20 @@ def first_token_complete(responses: Sequence[QuerySampleResponse],
     """LoadGen's `FirstTokenComplete`: the first token of each response's sample is out now."""
     stamp_ns = time.perf_counter_ns()
     sut = _running("FirstTokenComplete")
-    if response_cb is not None:
-        for response in responses:
-            response_cb(response)
+    data = _logged_bytes(sut, responses, response_cb)
     assert sut.loop is not None
-    sut.loop.call_soon_threadsafe(sut.first_token, [r.id for r in responses], stamp_ns)
+    sut.loop.call_soon_threadsafe(sut.first_token, [r.id for r in responses], stamp_ns, data)
+
+
+def _logged_bytes(sut: HarnessSut, responses: Sequence[QuerySampleResponse],
+                  response_cb: ResponseCallback) -> dict[int, bytes]:
+    """The bytes of the responses the accuracy log keeps, read now (the harness may reuse the
+    buffer once the call returns), after `response_cb` had its chance to fill them."""
+    data: dict[int, bytes] = {}
+    for response in responses:
+        if sut.logs(response.id):
+            if response_cb is not None:
+                response_cb(response)
+            data[response.id] = ctypes.string_at(response.data, response.size) \
+                if response.size else b""
+    return data

@@ -45,6 +45,7 @@ class LogRun:
     accuracy: Sequence[Any] = ()  # AccuracyRow-like: seq_id, qsl_idx, data, n_tokens
     token_hists: dict[str, HdrHistogram] | None = None  # TTFT and TPOT, when tokens ran
     token_counters: dict[str, int] = field(default_factory=dict)
+    use_tokens: bool = False  # the harness asked for token latencies (accuracy: token counts)
     trace: Sequence[tuple[int, int, int, int, int]] | None = None
     trace_start_ns: int = 0
 

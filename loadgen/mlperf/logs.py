@@ -38,7 +38,7 @@ def write_logs(run: LogRun, paths: dict[str, Path]) -> None:
     paths["summary"].parent.mkdir(parents=True, exist_ok=True)
     paths["summary"].write_text(summary_text(run))
     paths["detail"].write_text(detail_text(run))
-    paths["accuracy"].write_text(accuracy_text(run.accuracy, run.tokens))
+    paths["accuracy"].write_text(accuracy_text(run.accuracy, run.use_tokens))
     if run.trace is not None:
         paths["trace"].write_text(trace_text(run.trace, run.trace_start_ns))
 
@@ -50,6 +50,8 @@ def accuracy_text(rows: Iterable[Any], tokens: bool) -> str:
         item: dict[str, Any] = {"seq_id": row.seq_id, "qsl_idx": row.qsl_idx,
                                 "data": row.data.hex().upper()}
         if tokens:
+            if row.token_data is not None:
+                item["token_data"] = row.token_data.hex().upper()
             item["token_count"] = row.n_tokens
         items.append("{ " + ", ".join(f"{json.dumps(k)} : {json.dumps(v)}"
                                       for k, v in item.items()) + " }")

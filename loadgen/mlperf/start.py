@@ -128,6 +128,7 @@ def StartTestWithLogSettings(sut: int, qsl: int, test_settings: TestSettings,
         accuracy=logged,
         token_hists=None if tokens is None else tokens.histograms,
         token_counters={} if tokens is None else tokens.counters,
+        use_tokens=test_settings.use_token_latencies,
         trace=bridge.trace if log_settings.enable_trace else None,
         trace_start_ns=bridge.start_ns)
     paths = log_names(outdir, out.prefix, out.suffix, out.prefix_with_datetime)

@@ -12,7 +12,9 @@ summary line and detail key the real LoadGen writes, ours writes too.
 
 from __future__ import annotations
 
+import array
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -102,3 +104,39 @@ def test_ours_agrees_with_mlcommons_loadgen(runs, scenario, tokens):
     assert set(s_real) <= set(s_ours), set(s_real) - set(s_ours)
     real_keys = {k for k in d_real if not k.startswith(logfiles.INTERNAL)}
     assert real_keys <= set(d_ours), real_keys - set(d_ours)
+
+
+def _accuracy(out: Path) -> list[dict]:
+    return json.loads((out / "mlperf_log_accuracy.json").read_text())
+
+
+@pytest.mark.parametrize("tokens", [False, True])
+def test_accuracy_only_logs_every_sample_once_with_its_bytes(runs, tokens):
+    out = runs("ours", "SingleStream", "AccuracyOnly", tokens)
+    rows = _accuracy(out)
+    assert sorted(r["qsl_idx"] for r in rows) == list(range(256))
+    assert sorted(r["seq_id"] for r in rows) == list(range(256))
+    expected = bytes(array.array("f", [0, 1, 7, 8, 15, 16, 31, 32])).hex().upper()
+    assert {r["data"] for r in rows} == {expected}
+    assert all(r.get("token_count") == (12 if tokens else None) for r in rows)
+    assert all(r.get("token_data") == ("00000000" if tokens else None) for r in rows)
+    assert "Result is" not in (out / "mlperf_log_summary.txt").read_text()
+
+
+def test_submission_run_is_accuracy_then_performance(runs):
+    out = runs("ours", "Offline", "SubmissionRun")
+    assert len(_accuracy(out)) == 256
+    entries = logfiles.detail(out / "mlperf_log_detail.txt")
+    assert entries["result_validity"] == "VALID" and entries["result_query_count"] == 1
+
+
+@needs_real
+@pytest.mark.parametrize(("scenario", "mode"), [("SingleStream", "AccuracyOnly"),
+                                                ("Offline", "SubmissionRun")])
+def test_accuracy_logs_agree_with_mlcommons_loadgen(runs, scenario, mode):
+    ours, real = _accuracy(runs("ours", scenario, mode)), _accuracy(runs("real", scenario, mode))
+    assert sorted(r["qsl_idx"] for r in ours) == sorted(r["qsl_idx"] for r in real)
+    assert {r["data"] for r in ours} == {r["data"] for r in real}
+    s_ours = logfiles.summary(runs("ours", scenario, mode) / "mlperf_log_summary.txt")
+    s_real = logfiles.summary(runs("real", scenario, mode) / "mlperf_log_summary.txt")
+    assert s_ours.get("Result is") == s_real.get("Result is")
