@@ -140,3 +140,18 @@ def test_accuracy_logs_agree_with_mlcommons_loadgen(runs, scenario, mode):
     s_ours = logfiles.summary(runs("ours", scenario, mode) / "mlperf_log_summary.txt")
     s_real = logfiles.summary(runs("real", scenario, mode) / "mlperf_log_summary.txt")
     assert s_ours.get("Result is") == s_real.get("Result is")
+
+
+def test_find_peak_performance_runs_our_find_peak(tmp_path: Path):
+    out = tmp_path / "peak"
+    out.mkdir()
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "mlperf_loadgen.py").write_text("from loadgen.mlperf import *\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(shim), str(ROOT)]))
+    done = subprocess.run([sys.executable, str(HARNESS.parent / "peak.py")], cwd=out, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    peak = json.loads((out / "peak.json").read_text())
+    assert peak["status"] == "converged"
+    assert 100 < peak["peak_qps"] < 520  # one worker at 2 ms a sample serves at most 500/s
