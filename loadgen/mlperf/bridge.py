@@ -20,12 +20,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink, Timers
-from loadgen.adapters.tokens import TokenStream
+from loadgen.adapters.tokens import StreamSink, TokenStream
 from loadgen.mlperf.types import QuerySample, QuerySampleResponse
 
 __all__ = ["AccuracyRow", "HarnessSut", "first_token_complete", "query_samples_complete"]
@@ -156,9 +156,9 @@ class HarnessSut:
         if self._trace:
             self.trace.extend((p.first_seq + i, query_id, index, p.issued_ns, p.done_ns[i])
                               for i, index in enumerate(p.indices))
-        streamed = getattr(self._sink, "streamed", None)
-        if self._tokens and streamed is not None and len(p.indices) == 1:
-            streamed(query_id, last, _stream(p.first_token_ns[0], last, p.n_tokens[0]))
+        if self._tokens and len(p.indices) == 1:  # token streams are single-sample queries
+            cast(StreamSink, self._sink).streamed(
+                query_id, last, _stream(p.first_token_ns[0], last, p.n_tokens[0]))
             return
         self._sink.done(query_id, last, sample_done_ns=p.done_ns if len(p.done_ns) > 1 else None)
 

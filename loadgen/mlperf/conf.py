@@ -21,7 +21,7 @@ from typing import Any
 
 from loadgen.errors import SettingsError
 
-__all__ = ["RULES", "ConfKey", "ConfRule", "applied_fields", "lookup", "parse_conf", "read_conf"]
+__all__ = ["RULES", "ConfRule", "applied_fields", "lookup", "parse_conf", "read_conf"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +42,6 @@ class ConfRule:
     rules_only: bool = False
     needs: str | None = None
 
-
-ConfKey = tuple[str, str]
 
 RULES: tuple[ConfRule, ...] = (
     ConfRule("qsl_rng_seed", "qsl_rng_seed", rules_only=True),
