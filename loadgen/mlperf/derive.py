@@ -127,9 +127,34 @@ def plan_for(s: TestSettings, total: int, performance_count: int, *, accuracy: b
         values["target_latency_ms"] = e["target_latency_ns"] / 1e6
         # LoadGen does not judge its own issue lag; a harness a whole SLO behind is, here
         values["max_issue_lag_ms"] = max(e["target_latency_ns"] / 1e6, 2.0)
+    if not accuracy:
+        values |= _equal_issue(s, scenario, e)
     if values["max_query_count"] and values["max_query_count"] < values["min_query_count"]:
         values["max_query_count"] = values["min_query_count"]
     plan = RunPlan.of(settings_from_mapping(values))
     if scenario is TestScenario.Offline and not accuracy:
-        plan = dataclasses.replace(plan, offline_sample_count=e["samples_per_query"])
+        count = e["samples_per_query"]
+        if s.sample_concatenate_permutation:  # padded to whole permutations of the loaded set
+            count += -count % e["performance_sample_count"]
+        plan = dataclasses.replace(plan, offline_sample_count=count)
     return plan
+
+
+def _equal_issue(s: TestSettings, scenario: TestScenario, e: dict[str, Any]) -> dict[str, Any]:
+    """LoadGen's equal-issue rules as our settings (performance runs).
+
+    `sample_concatenate_permutation`: samples in whole permutations of the loaded
+    set, the query count padded to a multiple of it. `performance_issue_unique`:
+    each loaded sample once (performance_sample_count / samples_per_query queries).
+    """
+    loaded = e["performance_sample_count"]
+    if s.performance_issue_unique and scenario is not TestScenario.Offline:
+        queries = max(loaded // e["samples_per_query"], 1)
+        return {"equal_issue": True, "min_query_count": queries, "max_query_count": queries,
+                "min_duration_s": 0.0}
+    if s.sample_concatenate_permutation:
+        queries = e["min_query_count"]
+        return {"equal_issue": True,
+                "min_query_count": queries + (-queries % loaded if scenario is not
+                                              TestScenario.Offline else 0)}
+    return {"equal_issue": s.performance_issue_unique}

@@ -4,6 +4,7 @@ through `response_cb`, and a harness that raises."""
 from __future__ import annotations
 
 import array
+import collections
 import ctypes
 import json
 import threading
@@ -109,3 +110,17 @@ def test_the_star_import_gives_the_binding_names():
              "StartTestWithLogSettings", "QuerySamplesComplete", "FirstTokenComplete",
              "DestroySUT", "DestroyQSL", "LoggingMode"}
     assert names <= set(namespace)
+
+
+def test_equal_issue_issues_every_loaded_sample_equally_often(tmp_path: Path):
+    issued: list[int] = []
+
+    def issue(samples):
+        issued.extend(s.index for s in samples)
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in samples])
+
+    settings = _settings(lg.TestScenario.SingleStream)
+    settings.sample_concatenate_permutation = True
+    _run(tmp_path, issue, settings)  # 32 samples, 16 loaded: 100 queries padded to 112
+    counts = collections.Counter(issued)
+    assert len(issued) == 112 and len(counts) == 16 and set(counts.values()) == {7}

@@ -38,9 +38,11 @@ CASES = [("SingleStream", False), ("MultiStream", False), ("Server", False), ("O
          ("SingleStream", True), ("Server", True)]
 
 
-def _run(tmp: Path, which: str, scenario: str, mode: str, tokens: bool) -> Path:
+def _run(tmp: Path, which: str, scenario: str, mode: str, tokens: bool, conf: str = "") -> Path:
     out = tmp / f"{which}-{scenario}-{mode}{'-tokens' if tokens else ''}"
     out.mkdir()
+    if conf:
+        (out / "user.conf").write_text(conf)
     path = [str(ROOT)]
     if which == "ours":
         shim = tmp / "shim"
@@ -57,10 +59,11 @@ def _run(tmp: Path, which: str, scenario: str, mode: str, tokens: bool) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory):
-    cache: dict[tuple[str, str, str, bool], Path] = {}
+    cache: dict[tuple[str, str, str, bool, str], Path] = {}
 
-    def get(which: str, scenario: str, mode: str = "PerformanceOnly", tokens: bool = False):
-        key = (which, scenario, mode, tokens)
+    def get(which: str, scenario: str, mode: str = "PerformanceOnly", tokens: bool = False,
+            conf: str = ""):
+        key = (which, scenario, mode, tokens, conf)
         if key not in cache:
             cache[key] = _run(tmp_path_factory.mktemp("mlperf"), *key)
         return cache[key]
@@ -155,3 +158,23 @@ def test_find_peak_performance_runs_our_find_peak(tmp_path: Path):
     peak = json.loads((out / "peak.json").read_text())
     assert peak["status"] == "converged"
     assert 100 < peak["peak_qps"] < 520  # one worker at 2 ms a sample serves at most 500/s
+
+
+EQUAL_ISSUE = """\
+*.*.sample_concatenate_permutation = 1
+*.*.min_query_count = 100
+*.*.min_duration = 0
+*.SingleStream.target_latency = 1
+*.Server.target_qps = 200
+*.Server.target_latency = 100
+"""
+
+
+@pytest.mark.parametrize("scenario", ["SingleStream", "Server"])
+def test_equal_issue_pads_the_query_count_to_whole_permutations(runs, scenario):
+    entries = logfiles.detail(runs("ours", scenario, conf=EQUAL_ISSUE) / "mlperf_log_detail.txt")
+    assert entries["result_query_count"] == 128  # 100 rounded up to the 128 loaded samples
+    if REAL:
+        real = runs("real", scenario, conf=EQUAL_ISSUE) / "mlperf_log_detail.txt"
+        for key in ("result_query_count", "effective_min_query_count", "result_validity"):
+            assert entries[key] == logfiles.detail(real)[key], key

@@ -1,6 +1,7 @@
 """A harness in the style of LoadGen's Python demos (loadgen/demos/py_demo_*.py).
 
-Usage: demo.py SCENARIO MODE [tokens]. It imports `mlperf_loadgen`, whichever
+Usage: demo.py SCENARIO MODE [tokens]; a user.conf in the working directory is read
+(model `demo`) over the harness's settings. It imports `mlperf_loadgen`, whichever
 is first on the path: MLCommons' package, or a one-line module re-exporting
 `loadgen.mlperf`. Each issued query is answered from its own thread after a
 short sleep, as the demos do; with `tokens`, the first token is reported with
@@ -8,6 +9,7 @@ FirstTokenComplete before the full answer (with its token count).
 """
 
 import array
+import os
 import sys
 import threading
 import time
@@ -54,6 +56,8 @@ def main(scenario, mode, tokens):
     settings.use_token_latencies = tokens
     if scenario == "Offline":
         settings.min_duration_ms = 100
+    if os.path.exists("user.conf"):  # as MLPerf's reference harnesses read theirs
+        settings.FromConfig("user.conf", "demo", scenario)
     sleep_s = OFFLINE_SLEEP_S if scenario == "Offline" else SLEEP_S
 
     def issue_query(query_samples):
