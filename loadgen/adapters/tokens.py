@@ -9,7 +9,9 @@ the built-in LLM engine, `llmsim:`) is a `SystemUnderTest` that also:
 * reports a finished stream with `sink.streamed(query_id, done_ns, stream)`
   instead of `sink.done`, and a stream that failed part-way with
   `sink.failed(query_id, done_ns, kind, detail, stream=partial)` so the timings
-  it had are kept (the failure still counts as an error).
+  it had are kept (the failure still counts as an error);
+* in a query of several samples (Offline), reports each sample's stream with
+  `sink.sample_streamed(query_id, stream)` and ends the query with `sink.done`.
 
 Every stamp is `time.perf_counter_ns()` taken at the socket read (or the
 engine's emit) that delivered the bytes, before any parsing. Latencies are
@@ -78,3 +80,7 @@ class StreamSink(Protocol):
     def failed(self, query_id: int, done_ns: int, kind: str, detail: str | None = None,
                stream: TokenStream | None = None) -> None:
         """The stream failed; `stream` keeps what had arrived."""
+
+    def sample_streamed(self, query_id: int, stream: TokenStream) -> None:
+        """One sample's stream of a query of several samples (Offline) ended well; the
+        query then ends with `done(query_id, done_ns, sample_done_ns=...)`."""

@@ -15,12 +15,13 @@ from typing import Any
 
 from loadgen.judge import early_stopping
 from loadgen.plan.plan import RunPlan
-from loadgen.record.histograms import percentile_ns, summary_ns
+from loadgen.record.histograms import encode, percentile_ns, summary_ns
 from loadgen.record.tokens import TokenTally
 
-__all__ = ["Goodput", "TokenCounts", "TokenEarlyStopping", "TokenStats", "ViewedSummary",
+__all__ = ["HISTOGRAM_KEYS", "Goodput", "TokenCounts", "TokenEarlyStopping", "TokenStats", "ViewedSummary",
            "summarize_tokens"]
 
+HISTOGRAM_KEYS = ("ttft_ns", "tpot_ns", "itl_ns", "e2e_ns")
 _SUMMARY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "min", "max", "count")
 
 
@@ -51,6 +52,7 @@ class TokenCounts:
     """Input and output tokens: totals, per-request summaries, rates, client/server check."""
 
     requests: int  # measured streams that finished well
+    finish_other: int  # of them, with a finish_reason other than `length`
     failed: int  # measured queries that failed (partial: of them, with tokens delivered)
     partial: int
     no_output: int
@@ -71,7 +73,7 @@ class TokenCounts:
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> TokenCounts:
         """Read back `as_dict`."""
-        return cls(**{f.name: doc[f.name] for f in dataclasses.fields(cls)})
+        return cls(**{f.name: doc.get(f.name, 0) for f in dataclasses.fields(cls)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +141,8 @@ class TokenStats:
     tokens: TokenCounts
     goodput: Goodput
     early_stopping: dict[str, TokenEarlyStopping]  # "ttft", "tpot" where a target is set
+    histograms: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    """`HISTOGRAM_KEYS` as HDR V2 text (from the schedule), for compare and re-reading."""
 
     def latency(self, key: str) -> ViewedSummary:
         """One latency by its result.json key (`ttft_ns`, `tpot_ns`, ...)."""
@@ -150,6 +154,7 @@ class TokenStats:
         out["tokens"] = self.tokens.as_dict()
         out["goodput"] = self.goodput.as_dict()
         out["token_early_stopping"] = {k: v.as_dict() for k, v in self.early_stopping.items()}
+        out["token_histograms"] = dict(self.histograms)
         return out
 
     @classmethod
@@ -160,7 +165,8 @@ class TokenStats:
         return cls({k: ViewedSummary.from_dict(doc.get(k, {})) for k in _LATENCIES},
                    TokenCounts.from_dict(doc["tokens"]), Goodput.from_dict(doc["goodput"]),
                    {k: TokenEarlyStopping.from_dict(v)
-                    for k, v in doc.get("token_early_stopping", {}).items()})
+                    for k, v in doc.get("token_early_stopping", {}).items()},
+                   dict(doc.get("token_histograms", {})))
 
 
 def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float) -> TokenStats:
@@ -173,7 +179,7 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float) -> TokenSt
     rate = summary_ns(h["output_mtok_per_s"])
     compared = c["compared"]
     counts = TokenCounts(
-        requests=c["streams"], failed=c["failed"], partial=c["partial"],
+        requests=c["streams"], finish_other=c["finish_other"], failed=c["failed"], partial=c["partial"],
         no_output=c["no_output"], input_total=c["input_total"], input_known=c["input_known"],
         output_total=c["output_total"], input=summary_ns(h["input_tokens"]),
         output=summary_ns(h["output_tokens"]), input_per_s=per_s(c["input_total"]),
@@ -188,7 +194,8 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float) -> TokenSt
     goodput = Goodput(plan.goodput_slos.as_dict(), c["good"], attempted,
                       c["good"] / attempted if attempted else 1.0, per_s(c["good"]),
                       per_s(c["good_tokens"]))
-    return TokenStats(latencies, counts, goodput, _early_stopping(plan, t))
+    blobs = {k: encode(h[k]) for k in HISTOGRAM_KEYS if h[k].total_count}
+    return TokenStats(latencies, counts, goodput, _early_stopping(plan, t), blobs)
 
 
 def _early_stopping(plan: RunPlan, t: TokenTally) -> dict[str, TokenEarlyStopping]:

@@ -116,6 +116,13 @@ class Collector:
             self._token_recorder().streamed(entry[0], entry[1], stream)
         self._completed(query_id, entry, done_ns, components, None, output)
 
+    def sample_streamed(self, query_id: int, stream: TokenStream) -> None:
+        """One sample's stream of a query of several (Offline) ended well; the query itself
+        still ends with `done` or `failed`."""
+        entry = self._inflight.get(query_id)
+        if entry is not None and entry[3]:
+            self._token_recorder().streamed(entry[0], entry[1], stream)
+
     def _completed(self, query_id: int, entry: tuple[int, int, int, bool], done_ns: int,
                    components: Mapping[str, int] | None, sample_done_ns: Sequence[int] | None,
                    output: Any) -> None:

@@ -49,6 +49,7 @@ TOKEN_COUNTERS = (
     "good", "good_tokens",  # finished streams meeting every goodput SLO, and their tokens
     "ttft_over", "tpot_over", "tpot_requests",  # against MLPerf's token-mode targets
     "ttft_requests",
+    "finish_other",  # finished streams whose finish_reason was given and not `length`
 )
 
 
@@ -99,6 +100,8 @@ class TokenRecorder:
         """One measured stream that ended well."""
         c = self.counters
         c["streams"] += 1
+        if stream.finish_reason not in (None, "length"):
+            c["finish_other"] += 1
         self._counts(stream)
         stall = self._timings(scheduled_ns, sent_ns, stream)
         n = stream.output_tokens
