@@ -156,10 +156,15 @@ class HarnessSut:
         if self._trace:
             self.trace.extend((p.first_seq + i, query_id, index, p.issued_ns, p.done_ns[i])
                               for i, index in enumerate(p.indices))
-        if self._tokens and len(p.indices) == 1:  # token streams are single-sample queries
-            cast(StreamSink, self._sink).streamed(
-                query_id, last, _stream(p.first_token_ns[0], last, p.n_tokens[0]))
-            return
+        if self._tokens:
+            sink = cast(StreamSink, self._sink)
+            streams = [_stream(p.first_token_ns[i], p.done_ns[i], p.n_tokens[i])
+                       for i in range(len(p.indices))]
+            if len(streams) == 1:
+                sink.streamed(query_id, last, streams[0])
+                return
+            for stream in streams:  # a query of several samples: one stream each, then done
+                sink.sample_streamed(query_id, stream)
         self._sink.done(query_id, last, sample_done_ns=p.done_ns if len(p.done_ns) > 1 else None)
 
 

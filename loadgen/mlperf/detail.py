@@ -163,6 +163,8 @@ def _token_results(run: LogRun, result: RunResult) -> list[tuple[str, Any]]:
     stats = result.stats
     tokens = run.token_counters.get("output_total", 0)
     per_s = tokens / stats.duration_s if stats.duration_s else 0.0
+    if run.scenario == "Offline":  # LoadGen reports only the token rate there
+        return [("result_tokens_per_second", per_s)]
     ttft, tpot = latencies(run, "ttft_ns"), latencies(run, "tpot_ns")
     out: list[tuple[str, Any]] = [
         ("result_first_token_min_latency_ns", ttft["min"]),

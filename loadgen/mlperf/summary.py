@@ -106,7 +106,7 @@ def _additional(run: LogRun, result: RunResult) -> list[str]:
     out += _latency_block(latencies(run, name), (
         "Min latency (ns)               ", "Max latency (ns)               ",
         "Mean latency (ns)              ", "percentile latency (ns)  "))
-    if run.tokens:
+    if run.tokens and run.scenario != "Offline":  # Offline: the token rate alone, above
         out += [""] + _token_stats(run, result)
     return out
 

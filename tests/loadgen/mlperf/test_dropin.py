@@ -35,7 +35,7 @@ REAL = _spec is not None and (_spec.origin or "").endswith(".so")
 needs_real = pytest.mark.skipif(not REAL, reason="mlcommons-loadgen is not installed")
 
 CASES = [("SingleStream", False), ("MultiStream", False), ("Server", False), ("Offline", False),
-         ("SingleStream", True), ("Server", True)]
+         ("SingleStream", True), ("MultiStream", True), ("Server", True), ("Offline", True)]
 
 
 def _run(tmp: Path, which: str, scenario: str, mode: str, tokens: bool, conf: str = "") -> Path:
@@ -166,7 +166,7 @@ EQUAL_ISSUE = """\
 *.*.min_duration = 0
 *.SingleStream.target_latency = 1
 *.Server.target_qps = 200
-*.Server.target_latency = 100
+*.Server.target_latency = 1000
 """
 
 
