@@ -83,9 +83,11 @@ class HarnessSut:
         self.accuracy: list[AccuracyRow] = []
         self.trace: list[tuple[int, int, int, int, int]] = []  # seq, query, index, issued, done
         self.start_ns = 0
+        self.loop_thread = 0
 
     async def start(self, sink: CompletionSink, timers: Timers) -> None:
         self._sink, self.loop = sink, asyncio.get_running_loop()
+        self.loop_thread = threading.get_ident()
         self.start_ns = time.perf_counter_ns()
         _activate(self)
 
@@ -211,8 +213,7 @@ def query_samples_complete(responses: Sequence[QuerySampleResponse],
     sut = _running("QuerySamplesComplete")
     data = _logged_bytes(sut, responses, response_cb)
     answers = [(r.id, r.n_tokens) for r in responses]
-    assert sut.loop is not None
-    sut.loop.call_soon_threadsafe(sut.completed, answers, done_ns, data)
+    _later(sut)(sut.completed, answers, done_ns, data)
 
 
 def first_token_complete(responses: Sequence[QuerySampleResponse],
@@ -221,8 +222,16 @@ def first_token_complete(responses: Sequence[QuerySampleResponse],
     stamp_ns = time.perf_counter_ns()
     sut = _running("FirstTokenComplete")
     data = _logged_bytes(sut, responses, response_cb)
+    _later(sut)(sut.first_token, [r.id for r in responses], stamp_ns, data)
+
+
+def _later(sut: HarnessSut) -> Callable[..., object]:
+    """How to run a callback on the loop: `call_soon` from the loop's own thread (an answer
+    given inside the issue callback; no wake-up needed), else `call_soon_threadsafe`."""
     assert sut.loop is not None
-    sut.loop.call_soon_threadsafe(sut.first_token, [r.id for r in responses], stamp_ns, data)
+    if threading.get_ident() == sut.loop_thread:
+        return sut.loop.call_soon
+    return sut.loop.call_soon_threadsafe
 
 
 def _logged_bytes(sut: HarnessSut, responses: Sequence[QuerySampleResponse],

@@ -46,6 +46,8 @@ class LogRun:
     token_hists: dict[str, HdrHistogram] | None = None  # TTFT and TPOT, when tokens ran
     token_counters: dict[str, int] = field(default_factory=dict)
     use_tokens: bool = False  # the harness asked for token latencies (accuracy: token counts)
+    memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False)
+    """Figures already worked out (early stopping at large n costs milliseconds each)."""
     trace: Sequence[tuple[int, int, int, int, int]] | None = None
     trace_start_ns: int = 0
 
@@ -64,8 +66,10 @@ class LogRun:
         if self.token_hists is not None and name in self.token_hists:
             return self.token_hists[name]
         assert self.result is not None
-        blob = self.result.stats.histograms.get(name)
-        return decode(blob) if blob else None
+        if ("hist", name) not in self.memo:
+            blob = self.result.stats.histograms.get(name)
+            self.memo[("hist", name)] = decode(blob) if blob else None
+        return self.memo[("hist", name)]
 
     def at(self, name: str, percent: float) -> int:
         """One histogram's value at a percentile (0 when it is empty)."""
@@ -107,11 +111,21 @@ def _estimate(run: LogRun, name: str, n: int, percent: float) -> EarlyStop:
 def estimate(run: LogRun, name: str, percent: float) -> int:
     """The early-stopping percentile estimate on histogram `name`; 0 when too few queries."""
     assert run.result is not None
-    return _estimate(run, name, run.result.stats.queries, percent).estimate
+    key = ("estimate", name, percent)
+    if key not in run.memo:
+        run.memo[key] = _estimate(run, name, run.result.stats.queries, percent).estimate
+    return run.memo[key]  # type: ignore[no-any-return]
 
 
 def early_stop(run: LogRun, name: str, target_ns: int = 0, overlatency: int = 0) -> EarlyStop:
     """LoadGen's early stopping on histogram `name` (Server: against `target_ns`)."""
+    key = ("early_stop", name, target_ns, overlatency)
+    if key not in run.memo:
+        run.memo[key] = _early_stop(run, name, overlatency)
+    return run.memo[key]  # type: ignore[no-any-return]
+
+
+def _early_stop(run: LogRun, name: str, overlatency: int) -> EarlyStop:
     assert run.result is not None
     n = run.result.stats.queries
     if run.scenario == "Offline":
@@ -153,6 +167,12 @@ def query_early_stop(run: LogRun) -> EarlyStop:
 
 def checks(run: LogRun) -> dict[str, bool]:
     """LoadGen's validity parts: min duration, min queries, perf constraints, early stopping."""
+    if ("checks",) not in run.memo:
+        run.memo[("checks",)] = _checks(run)
+    return run.memo[("checks",)]  # type: ignore[no-any-return]
+
+
+def _checks(run: LogRun) -> dict[str, bool]:
     assert run.result is not None
     codes = set(run.result.verdict.codes)
     e = run.effective
