@@ -26,6 +26,7 @@ from loadgen.mlperf.figures import LogRun
 from loadgen.mlperf.logs import log_names, write_logs
 from loadgen.mlperf.testsettings import TestSettings
 from loadgen.mlperf.types import LogSettings, TestMode, TestScenario
+from loadgen.plan.plan import RunPlan
 from loadgen.record.tally import Tally
 from loadgen.report.result import RunResult
 
@@ -106,31 +107,28 @@ def StartTestWithLogSettings(sut: int, qsl: int, test_settings: TestSettings,
     if mode is TestMode.FindPeakPerformance:
         _find_peak(s, q, test_settings, outdir)
         return
+    trace = log_settings.enable_trace
     accuracy = perf = None
     if mode in (TestMode.SubmissionRun, TestMode.AccuracyOnly):
-        accuracy = _run_part(s, q, test_settings, log_settings, accuracy=True)
+        accuracy = _run_part(s, q, test_settings, accuracy=True, trace=trace)
     if mode in (TestMode.SubmissionRun, TestMode.PerformanceOnly):
-        perf = _run_part(s, q, test_settings, log_settings, accuracy=False)
+        perf = _run_part(s, q, test_settings, accuracy=False, trace=trace)
+        save_run(perf.plan, perf.result, outdir)
     shown = perf or accuracy
     assert shown is not None
-    result, bridge, loaded, tally = shown
-    logged = (accuracy or shown)[1].accuracy
-    tokens = tally.tokens if test_settings.use_token_latencies and perf is not None else None
-    if perf is not None:
-        save_run(plan_for(test_settings, q.total, q.performance_count, accuracy=False),
-                 perf[0], outdir)
+    tokens = perf.tally.tokens if perf is not None and test_settings.use_token_latencies \
+        else None
     run = LogRun(
         scenario=TestScenario(test_settings.scenario).name, mode=mode.name,
         effective=effective(test_settings, q.total, q.performance_count),
-        requested=test_settings.as_dict(), result=result if perf is not None else None,
+        requested=test_settings.as_dict(), result=None if perf is None else perf.result,
         sut_name=s.name, qsl_name=q.name, total=q.total,
-        performance_count=q.performance_count, loaded=loaded,
-        accuracy=logged,
+        performance_count=q.performance_count, loaded=shown.loaded,
+        accuracy=(accuracy or shown).bridge.accuracy,
         token_hists=None if tokens is None else tokens.histograms,
         token_counters={} if tokens is None else tokens.counters,
         use_tokens=test_settings.use_token_latencies,
-        trace=bridge.trace if log_settings.enable_trace else None,
-        trace_start_ns=bridge.start_ns)
+        trace=shown.bridge.trace if trace else None, trace_start_ns=shown.bridge.start_ns)
     paths = log_names(outdir, out.prefix, out.suffix, out.prefix_with_datetime)
     write_logs(run, paths)
     if out.copy_summary_to_stdout:
@@ -152,19 +150,30 @@ def _bridge(s: _Sut, settings: TestSettings, *, accuracy: bool, trace: bool) -> 
                       tokens=settings.use_token_latencies, trace=trace)
 
 
-def _run_part(s: _Sut, q: _Qsl, settings: TestSettings, log_settings: LogSettings, *,
-              accuracy: bool) -> tuple[RunResult, HarnessSut, list[int], Tally]:
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One run of a test (its accuracy or its performance part) and what it left."""
+
+    plan: RunPlan
+    result: RunResult
+    bridge: HarnessSut
+    loaded: list[int]
+    tally: Tally
+
+
+def _run_part(s: _Sut, q: _Qsl, settings: TestSettings, *, accuracy: bool,
+              trace: bool) -> _Part:
     """One accuracy or performance run, its samples loaded around it."""
     plan = plan_for(settings, q.total, q.performance_count, accuracy=accuracy)
     loaded = list(range(plan.library.total)) if accuracy else \
         plan.library.loaded_indices().tolist()
-    bridge = _bridge(s, settings, accuracy=accuracy, trace=log_settings.enable_trace)
+    bridge = _bridge(s, settings, accuracy=accuracy, trace=trace)
     q.load(loaded)
     try:
         outcome: SessionOutcome = run_loop(run_session(plan, bridge))
     finally:
         q.unload(loaded)
-    return judge(plan, outcome), bridge, loaded, outcome.tally
+    return _Part(plan, judge(plan, outcome), bridge, loaded, outcome.tally)
 
 
 def _find_peak(s: _Sut, q: _Qsl, settings: TestSettings, outdir: Path) -> None:
