@@ -6,7 +6,8 @@ once on the real `mlcommons-loadgen` when installed (skipped otherwise): the
 real LoadGen keeps process-wide state, and a subprocess also proves the
 star-import is all a harness needs. Both must agree on validity, query and
 sample counts and the early-stopping figures; latency percentiles agree
-within TOLERANCE (the SUT sleeps 2 ms a query on a shared machine); every
+within TOLERANCE (the SUT sleeps 2 ms a query on a shared machine; when they do not,
+both sides run once more, since a stall of the machine shows in one run); every
 summary line and detail key the real LoadGen writes, ours writes too.
 """
 
@@ -18,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -101,12 +103,26 @@ def test_ours_agrees_with_mlcommons_loadgen(runs, scenario, tokens):
         assert d_ours[key] == d_real[key], key
     assert logfiles.early_stopping(ours / "mlperf_log_summary.txt") == \
         logfiles.early_stopping(real / "mlperf_log_summary.txt")
-    for p, (slack_ns, ratio) in TOLERANCE.items():
-        key = f"result_{p}_percentile_latency_ns"
-        assert abs(d_ours[key] - d_real[key]) <= max(slack_ns, ratio * d_real[key]), key
+    apart = _percentiles_apart(d_ours, d_real)
+    if apart:  # a stall of the shared machine hit one side: both run once more
+        tmp = Path(tempfile.mkdtemp(dir=ours.parent))
+        again = [logfiles.detail(_run(tmp, which, scenario, "PerformanceOnly", tokens)
+                                 / "mlperf_log_detail.txt") for which in ("ours", "real")]
+        apart = _percentiles_apart(*again)
+    assert not apart, apart
     assert set(s_real) <= set(s_ours), set(s_real) - set(s_ours)
     real_keys = {k for k in d_real if not k.startswith(logfiles.INTERNAL)}
     assert real_keys <= set(d_ours), real_keys - set(d_ours)
+
+
+def _percentiles_apart(ours: dict, real: dict) -> list[str]:
+    """The percentiles outside TOLERANCE, with both values."""
+    out = []
+    for p, (slack_ns, ratio) in TOLERANCE.items():
+        key = f"result_{p}_percentile_latency_ns"
+        if abs(ours[key] - real[key]) > max(slack_ns, ratio * real[key]):
+            out.append(f"p{p}: ours {ours[key]} ns, real {real[key]} ns")
+    return out
 
 
 def _accuracy(out: Path) -> list[dict]:
