@@ -22,10 +22,13 @@ from loadgen.judge.verdict import ReasonCode
 from loadgen.record.histograms import decode, percentile_ns, summary_ns
 from loadgen.report.result import RunResult
 
-__all__ = ["PERCENTILES", "EarlyStop", "LogRun", "checks", "early_stop", "estimate", "latencies",
+__all__ = ["PERCENTILES", "REPLACED", "EarlyStop", "LogRun", "checks", "early_stop", "estimate", "latencies",
            "query_early_stop", "reasons", "token_early_stops", "valid"]
 
 PERCENTILES = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
+REPLACED = frozenset({ReasonCode.EARLY_STOPPING, ReasonCode.TTFT_LATENCY, ReasonCode.TPOT_LATENCY,
+                      ReasonCode.TTFT_EARLY_STOPPING, ReasonCode.TPOT_EARLY_STOPPING})
+"""Our verdict's latency rules, which LoadGen's own parts (`checks`) stand in for."""
 
 
 @dataclass(slots=True)
@@ -194,14 +197,14 @@ def _checks(run: LogRun) -> dict[str, bool]:
 def valid(run: LogRun) -> bool:
     """LoadGen's verdict: our other rules (errors, issue lag, ...) and LoadGen's four parts."""
     assert run.result is not None
-    others = set(run.result.verdict.codes) - {ReasonCode.EARLY_STOPPING}
+    others = set(run.result.verdict.codes) - REPLACED
     return not others and all(checks(run).values())
 
 
 def reasons(run: LogRun) -> list[str]:
     """Why the run is INVALID, one text each."""
     assert run.result is not None
-    out = [r.text for r in run.result.verdict.reasons if r.code is not ReasonCode.EARLY_STOPPING]
+    out = [r.text for r in run.result.verdict.reasons if r.code not in REPLACED]
     c = checks(run)
     if not c["perf_constraints"]:
         out.append("Reduce target QPS to improve latency.")
