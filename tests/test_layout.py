@@ -43,6 +43,7 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("loadgen.live", "Prometheus exporter, progress lines: watches a run"),
     ("loadgen.api", "run a test, end to end"),
     ("loadgen.campaigns", "sweep, find-peak, compare, calibrate: many runs"),
+    ("loadgen.mlperf", "the mlperf_loadgen drop-in, its conf files and log files"),
     ("loadgen.cli", "the command line"),
 )
 FACE = ("loadgen", "loadgen.__main__")  # the package face: may import anything, imported by none

@@ -46,6 +46,15 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--prometheus-port", metavar="[HOST:]PORT",
                    help="serve live metrics on /metrics during the run (host 127.0.0.1)")
     p.add_argument("--pushgateway", metavar="URL", help="push the final metrics there")
+    p.add_argument("--mlperf-logs", action="store_true",
+                   help="also write LoadGen's mlperf_log_summary.txt, mlperf_log_detail.txt and "
+                        "mlperf_log_accuracy.json beside result.json")
+    p.add_argument("--mlperf-conf", type=Path, metavar="FILE",
+                   help="an mlperf.conf read as a settings layer (after the TOML file)")
+    p.add_argument("--user-conf", type=Path, metavar="FILE",
+                   help="a user.conf read as a settings layer (after --mlperf-conf)")
+    p.add_argument("--model", default="*", metavar="NAME",
+                   help="the model name the conf files' keys are looked up for (default '*')")
     p.set_defaults(handler=_run)
 
 
@@ -58,6 +67,12 @@ def _settings(args: argparse.Namespace) -> TestSettings:
         return replay_settings(args.replay, overrides)
     if args.file is None:
         raise SettingsError(["run: give a TOML test definition, or --replay RUN_DIR"])
+    if args.mlperf_conf or args.user_conf:
+        from loadgen.mlperf.layer import conf_overrides
+
+        scenario = str(load_settings(args.file, overrides).scenario)
+        overrides = conf_overrides(args.model, scenario, args.mlperf_conf, args.user_conf) + \
+            overrides
     return load_settings(args.file, overrides)
 
 
@@ -85,6 +100,10 @@ def _run(args: argparse.Namespace) -> int:
           progress or contextlib.nullcontext()):
         result = run_test(plan, args.sut, args.out, progress, monitors, warnings)
     report = build_report(args.out)
+    if args.mlperf_logs:
+        from loadgen.mlperf.runlogs import write_run_logs
+
+        write_run_logs(plan, result, args.out)
     if not args.quiet:
         print(render_summary(result), end="")
         print(f"wrote {args.out / 'result.json'}, {args.out / 'summary.txt'} and {report}")

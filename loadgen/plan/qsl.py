@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["QuerySampleLibrary", "accuracy_queries", "sample_chunks"]
+__all__ = ["QuerySampleLibrary", "accuracy_queries", "permuted_chunks", "sample_chunks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,22 @@ def sample_chunks(
     while True:
         picks = rng.integers(0, len(loaded), size=(chunk, samples_per_query))
         yield loaded[picks]
+
+
+def permuted_chunks(
+    qsl: QuerySampleLibrary, samples_per_query: int, seed: int, chunk: int
+) -> Iterator[np.ndarray]:
+    """Like `sample_chunks`, drawn from successive permutations of the performance set:
+    every loaded sample is issued once before any is issued again (MLPerf's equal issue)."""
+    loaded = qsl.loaded_indices()
+    rng = np.random.default_rng(seed)
+    need = chunk * samples_per_query
+    pending = np.empty(0, dtype=np.int64)
+    while True:
+        while pending.size < need:
+            pending = np.concatenate([pending, rng.permutation(loaded)])
+        yield pending[:need].reshape(chunk, samples_per_query)
+        pending = pending[need:]
 
 
 def accuracy_queries(qsl: QuerySampleLibrary, samples_per_query: int) -> list[np.ndarray]:

@@ -23,7 +23,7 @@ import numpy as np
 from loadgen.errors import SettingsError
 from loadgen.plan.arrivals import Trace
 from loadgen.plan.plan import RunPlan, describe_process
-from loadgen.plan.qsl import accuracy_queries, sample_chunks
+from loadgen.plan.qsl import accuracy_queries, permuted_chunks, sample_chunks
 from loadgen.plan.settings import IssueMode, TestSettings, parse_overrides, settings_from_mapping
 from loadgen.plan.tracefile import SCHEDULE_FILE
 
@@ -95,10 +95,10 @@ def plan_queries(plan: RunPlan) -> Plan:
     s = plan.settings
     if plan.issue_mode is IssueMode.ACCURACY:
         return None, iter([accuracy_queries(plan.library, plan.samples_per_query)])
+    draw = permuted_chunks if s.equal_issue else sample_chunks
     if plan.issue_mode is IssueMode.OFFLINE:
-        return None, sample_chunks(plan.library, plan.offline_sample_count,
-                                   s.sample_index_rng_seed, 1)
-    samples = sample_chunks(plan.library, plan.samples_per_query, s.sample_index_rng_seed, CHUNK)
+        return None, draw(plan.library, plan.offline_sample_count, s.sample_index_rng_seed, 1)
+    samples = draw(plan.library, plan.samples_per_query, s.sample_index_rng_seed, CHUNK)
     if getattr(plan.prompts, "in_order", False):  # a trace's lengths: query i asks row i
         samples = _in_order(plan.samples_per_query)
     if plan.issue_mode is IssueMode.CLOSED:

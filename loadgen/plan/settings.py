@@ -108,6 +108,8 @@ class TestSettings:
     drain_timeout_s: float = _f(10.0, "after the last issue, wait this long for completions")
     max_issue_lag_ms: float = _f(2.0, "p99 issue lag above this means the harness fell behind")
     accuracy_target: float = _f(0.0, "accuracy mode: minimum accuracy in [0, 1]")
+    equal_issue: bool = _f(False, "draw samples as successive permutations of the loaded set, "
+                           "so each is issued equally often (MLPerf's equal issue)")
     # token workloads and MLPerf token mode (#18)
     mlperf_model: str = _f("", "MLPerf LLM target (e.g. llama2-70b, llama2-70b-interactive): "
                            "sets token mode and its TTFT/TPOT bounds")

@@ -1,0 +1,60 @@
+"""`loadgen run` speaking MLPerf: --user-conf/--mlperf-conf as a settings layer, --mlperf-logs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadgen.api import run_test
+from loadgen.plan.settings import settings_from_mapping
+from tests.loadgen.mlperf import logfiles
+
+pytestmark = pytest.mark.functional
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _loadgen(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "loadgen", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_conf_layers_and_mlperf_logs_beside_result_json(tmp_path: Path):
+    rules, user = tmp_path / "mlperf.conf", tmp_path / "user.conf"
+    rules.write_text("*.*.qsl_rng_seed = 11\n*.Server.target_latency_percentile = 99\n"
+                     "*.Server.target_latency = 50\n")
+    user.write_text("*.*.min_duration = 400\n*.*.min_query_count = 200\n"
+                    "mymodel.Server.target_qps = 800\n*.Server.target_qps = 5\n"
+                    "*.Server.coalesce_queries = 1\n")
+    out = tmp_path / "run"
+    done = _loadgen("run", "scenarios/server.toml", "--sut", "sim:service=const:200us",
+                    "--mlperf-conf", str(rules), "--user-conf", str(user), "--model", "mymodel",
+                    "--set", "max_issue_lag_ms=50", "--mlperf-logs", "--quiet", "--out", str(out))
+    assert done.returncode in (0, 1), done.stderr
+    assert "not applied: server_coalesce_queries" in done.stderr
+    result = json.loads((out / "result.json").read_text())
+    settings = result["settings"]
+    assert (settings["min_duration_s"], settings["min_query_count"], settings["target_qps"],
+            settings["target_latency_ms"], settings["qsl_rng_seed"]) == (0.4, 200, 800.0, 50.0, 11)
+    entries = logfiles.detail(out / "mlperf_log_detail.txt")
+    assert entries["effective_target_qps"] == 800.0
+    assert entries["effective_target_latency_ns"] == 50_000_000
+    assert entries["result_query_count"] == result["queries"]
+    assert entries["result_validity"] == ("VALID" if result["valid"] else "INVALID")
+    summary = logfiles.summary(out / "mlperf_log_summary.txt")
+    assert summary["Scenario"] == "Server" and summary["min_query_count"] == "200"
+    assert json.loads((out / "mlperf_log_accuracy.json").read_text()) == []
+
+
+def test_an_accuracy_run_is_judged_on_accuracy_however_short():
+    settings = settings_from_mapping({"scenario": "SingleStream", "mode": "accuracy",
+                                      "accuracy_target": 0.9, "total_sample_count": 256,
+                                      "performance_sample_count": 256})
+    result = run_test(settings, "builtin:digits")
+    assert result.stats.duration_s < settings.min_duration_s
+    assert result.valid, result.verdict.reasons
+    assert result.stats.accuracy is not None and result.stats.accuracy.value >= 0.9
