@@ -67,7 +67,7 @@ class Scheduler:
         budget = self.config.max_num_batched_tokens
         chunked = self.config.enable_chunked_prefill
         for seq in list(self.running):
-            if seq not in self.running or budget == 0:
+            if budget == 0 or (plan.preempted and seq in plan.preempted):
                 continue  # preempted as a victim earlier in this loop
             want = seq.num_tokens - seq.computed
             if want > budget and not chunked:
