@@ -2,6 +2,7 @@
 
     null                                  completes at once (harness calibration)
     sim:service=const:2ms,servers=1       queueing simulator (also exp:, lognormal:)
+    llmsim:step_base=5ms,max_seqs=64,...  simulated token server (continuous batching)
     builtin:MODEL[,key=value...]          the serving harness, in process
     builtin:tiny-llm[,knob=value...]      the LLM engine, in process (adapters.llm)
     http[s]://HOST:PORT/MODEL[?k=v&...]   Open Inference Protocol over HTTP (adapters.http)
@@ -17,7 +18,8 @@ from loadgen.errors import SutSpecError, suggest
 
 __all__ = ["SPEC_FORMS", "make_sut"]
 
-SPEC_FORMS = ("null | sim:service=DIST:TIME[,servers=N,...] | builtin:MODEL[,key=value...] | "
+SPEC_FORMS = ("null | sim:service=DIST:TIME[,servers=N,...] | llmsim:[key=value,...] | "
+              "builtin:MODEL[,key=value...] | "
               "http[s]://HOST:PORT/MODEL[?key=value&...] | grpc[s]://HOST:PORT/MODEL[?...]")
 """Every --sut SPEC kind, for help texts and errors."""
 
@@ -29,6 +31,10 @@ def make_sut(spec: str) -> SystemUnderTest:
         return NullSut()
     if kind == "sim":
         return SimSut.from_options(parse_options(rest))
+    if kind == "llmsim":
+        from loadgen.adapters.llmsim import LlmSimSut
+
+        return LlmSimSut.from_options(parse_options(rest))
     if kind == "builtin":
         from loadgen.adapters.llm import LlmSut, is_llm_spec
 
@@ -46,4 +52,4 @@ def make_sut(spec: str) -> SystemUnderTest:
 
         return GrpcSut.from_spec(spec)
     raise SutSpecError(f"--sut {spec!r}: expected one of {SPEC_FORMS}"
-                       f"{suggest(kind, ('null', 'sim', 'builtin', 'http', 'https', 'grpc', 'grpcs'))}")
+                       f"{suggest(kind, ('null', 'sim', 'llmsim', 'builtin', 'http', 'https', 'grpc', 'grpcs'))}")

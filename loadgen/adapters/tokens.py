@@ -9,7 +9,9 @@ the built-in LLM engine, `llmsim:`) is a `SystemUnderTest` that also:
 * reports a finished stream with `sink.streamed(query_id, done_ns, stream)`
   instead of `sink.done`, and a stream that failed part-way with
   `sink.failed(query_id, done_ns, kind, detail, stream=partial)` so the timings
-  it had are kept (the failure still counts as an error).
+  it had are kept (the failure still counts as an error);
+* in a query of several samples (Offline), reports each sample's stream with
+  `sink.sample_streamed(query_id, stream)` and ends the query with `sink.done`.
 
 Every stamp is `time.perf_counter_ns()` taken at the socket read (or the
 engine's emit) that delivered the bytes, before any parsing. Latencies are
@@ -18,6 +20,9 @@ every SUT: TTFT = first chunk of any kind - scheduled; TTFO = first answer
 chunk - scheduled; E2E = last token chunk - scheduled (a usage-only chunk or
 `[DONE]` does not extend it); ITL = every gap between tokens, a chunk of k
 tokens counting its gap once and k-1 zero gaps; TPOT = (E2E - TTFT)/(N - 1).
+
+`Prompt` and `PromptSource` are defined in `plan.prompts` (the plan builds the
+prompts) and re-exported here.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from loadgen.plan.prompts import Prompt, PromptSource
 
 __all__ = ["Prompt", "PromptSource", "StreamSink", "TokenStream"]
 
@@ -63,27 +70,6 @@ class TokenStream:
         return sum(self.chunk_tokens)
 
 
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """One request of a token workload."""
-
-    text: str
-    input_tokens: int
-    """Length in tokens of the workload's tokenizer (what was asked for)."""
-    max_tokens: int
-    """Output length asked for; with `fixed_output` the server is told to ignore EOS."""
-    fixed_output: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Request fields the workload adds (for example a shared-prefix group)."""
-
-
-class PromptSource(Protocol):
-    """The run's prompts, by sample index."""
-
-    def prompt(self, index: int) -> Prompt:
-        """The prompt for one sample index of the run's library."""
-
-
 class StreamSink(Protocol):
     """The `CompletionSink` methods a streaming SUT uses."""
 
@@ -94,3 +80,7 @@ class StreamSink(Protocol):
     def failed(self, query_id: int, done_ns: int, kind: str, detail: str | None = None,
                stream: TokenStream | None = None) -> None:
         """The stream failed; `stream` keeps what had arrived."""
+
+    def sample_streamed(self, query_id: int, stream: TokenStream) -> None:
+        """One sample's stream of a query of several samples (Offline) ended well; the
+        query then ends with `done(query_id, done_ns, sample_done_ns=...)`."""

@@ -32,7 +32,7 @@ from loadgen.record.histograms import decode, merge, percentile_ns
 from loadgen.report.result import RunResult, read_result
 
 __all__ = ["Comparison", "MetricDiff", "Side", "compare", "construct_differences", "load_side",
-           "render", "t_quantile"]
+           "render", "t_quantile", "token_metric_values"]
 
 Z95 = 1.959963984540054
 _PERCENTILES = {"latency_p50_ns": 50.0, "latency_p90_ns": 90.0, "latency_p99_ns": 99.0}
@@ -121,8 +121,7 @@ def _welch(name: str, xa: Sequence[float], xb: Sequence[float]) -> MetricDiff:
     return MetricDiff(name, ma, mb, mb - ma, mb - ma - half, mb - ma + half, "welch")
 
 
-def _percentile_interval(results: Sequence[RunResult], q: float) -> tuple[float, ...]:
-    blobs = [r.stats.histograms["query_latency_ns"] for r in results]
+def _percentile_interval(blobs: Sequence[str], q: float) -> tuple[float, ...]:
     hist = merge(decode(b) for b in blobs)
     n = int(hist.get_total_count())
     spread = Z95 * math.sqrt(n * q * (1 - q))
@@ -141,8 +140,10 @@ def _single(name: str, a: Side, b: Side) -> MetricDiff:
     if name in _PERCENTILES and all("query_latency_ns" in r.stats.histograms
                                     for r in (*a.results, *b.results)):
         q = _PERCENTILES[name] / 100
-        va, a_lo, a_hi = _percentile_interval(a.results, q)
-        vb, b_lo, b_hi = _percentile_interval(b.results, q)
+        va, a_lo, a_hi = _percentile_interval(
+            [r.stats.histograms["query_latency_ns"] for r in a.results], q)
+        vb, b_lo, b_hi = _percentile_interval(
+            [r.stats.histograms["query_latency_ns"] for r in b.results], q)
         return MetricDiff(name, va, vb, vb - va, b_lo - a_hi, b_hi - a_lo, "order-statistic")
     if name in _RATES:
         (va, ha), (vb, hb) = _rate_interval(a.results, name), _rate_interval(b.results, name)
@@ -200,12 +201,78 @@ def compare(a: Side, b: Side, vary: Sequence[str] = ()) -> Comparison:
             metrics.append(_welch(name, xa, xb))
         else:
             metrics.append(_single(name, a, b))
+    if all(r.stats.token_stats is not None for r in (*a.results, *b.results)):
+        metrics += _token_metrics(a, b, launches)
     diffs = construct_differences(a, b)
     if vary:
         mismatch = any(not any(k == v or k.startswith(v + ".") for v in vary) for k, _, _ in diffs)
     else:
         mismatch = len(diffs) > 1
     return Comparison(a, b, tuple(metrics), tuple(diffs), mismatch)
+
+
+_TOKEN_PERCENTILES = {"ttft_p50_ns": ("ttft_ns", 0.5), "ttft_p99_ns": ("ttft_ns", 0.99),
+                      "tpot_p50_ns": ("tpot_ns", 0.5), "tpot_p99_ns": ("tpot_ns", 0.99),
+                      "itl_p99_ns": ("itl_ns", 0.99), "e2e_p99_ns": ("e2e_ns", 0.99)}
+_TOKEN_RATES = {"output_tokens_per_s": lambda ts: ts.tokens.output_per_s,
+                "goodput_tokens_per_s": lambda ts: ts.goodput.tokens_per_s}
+
+
+def token_metric_values(result: RunResult) -> dict[str, float]:
+    """A token run's figures compared (empty for a run without token streams)."""
+    ts = result.stats.token_stats
+    if ts is None:
+        return {}
+    out = {name: float(ts.latencies[key].summary[f"p{round(q * 100)}"])
+           for name, (key, q) in _TOKEN_PERCENTILES.items()}
+    out |= {name: float(get(ts)) for name, get in _TOKEN_RATES.items()}
+    out["attainment"] = ts.goodput.attainment
+    return out
+
+
+def _token_metrics(a: Side, b: Side, launches: bool) -> list[MetricDiff]:
+    """Token figures: Welch over launches, else order statistics (latencies) and Poisson
+    counts (token rates); attainment without an interval."""
+    values_a = [token_metric_values(r) for r in a.results]
+    values_b = [token_metric_values(r) for r in b.results]
+    out = []
+    for name in values_a[0]:
+        xa, xb = [v[name] for v in values_a], [v[name] for v in values_b]
+        if launches:
+            out.append(_welch(name, xa, xb))
+        elif name in _TOKEN_PERCENTILES:
+            key, q = _TOKEN_PERCENTILES[name]
+            blobs_a = [_token_blob(r, key) for r in a.results]
+            blobs_b = [_token_blob(r, key) for r in b.results]
+            if not all([*blobs_a, *blobs_b]):  # a result written without them
+                out.append(MetricDiff(name, xa[0], xb[0], xb[0] - xa[0], xb[0] - xa[0],
+                                      xb[0] - xa[0], "none"))
+                continue
+            va, a_lo, a_hi = _percentile_interval([x for x in blobs_a if x], q)
+            vb, b_lo, b_hi = _percentile_interval([x for x in blobs_b if x], q)
+            out.append(MetricDiff(name, va, vb, vb - va, b_lo - a_hi, b_hi - a_lo,
+                                  "order-statistic"))
+        elif name in _TOKEN_RATES:
+            (va, ha), (vb, hb) = (_count_rate(s.results, xs) for s, xs in ((a, xa), (b, xb)))
+            half = math.hypot(ha, hb)
+            out.append(MetricDiff(name, va, vb, vb - va, vb - va - half, vb - va + half,
+                                  "poisson"))
+        else:
+            va, vb = statistics.median(xa), statistics.median(xb)
+            out.append(MetricDiff(name, va, vb, vb - va, vb - va, vb - va, "none"))
+    return out
+
+
+def _token_blob(result: RunResult, key: str) -> str | None:
+    ts = result.stats.token_stats
+    return None if ts is None else ts.histograms.get(key)
+
+
+def _count_rate(results: Sequence[RunResult], rates: Sequence[float]) -> tuple[float, float]:
+    """A rate over launches and its Poisson half-width, from per-launch rates."""
+    duration = sum(r.stats.duration_s for r in results)
+    count = sum(rate * r.stats.duration_s for rate, r in zip(rates, results, strict=True))
+    return (count / duration, Z95 * math.sqrt(count) / duration) if duration else (0.0, 0.0)
 
 
 def _fmt(name: str, value: float) -> str:

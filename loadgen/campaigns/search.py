@@ -1,5 +1,12 @@
 """find-peak: the highest Server QPS whose run is VALID (latency SLO under early stopping).
 
+Or, with `goal = "attainment"` (a token run), the highest rate whose SLO attainment
+(requests meeting every goodput SLO, errors counted as misses) stays at or above
+`min_attainment` with 99% confidence: early stopping at percentile
+100 * min_attainment over the misses (`goodput_probe_passes`). A token-mode run's
+VALID verdict is the default goal; its headroom is the larger of p99 TTFT and p99 TPOT
+over their bounds.
+
 The search is a pure function of the probes so far (`next_step`):
 
 1. Bracket: start at `start_qps`; multiply by `growth` while every probe passes,
@@ -56,12 +63,15 @@ from typing import Any
 
 from loadgen.campaigns.launch import SEED_MOD, Launcher, launch, run_cached, vary
 from loadgen.errors import ResultError, SettingsError
+from loadgen.judge import early_stopping
 from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.settings import IssueMode, TestSettings, issue_mode
 from loadgen.report.result import RunResult
 
-__all__ = ["Bracket", "SearchConfig", "Step", "Trial", "bracket", "confidence", "find_peak",
-           "next_step", "probe_record", "round_rate"]
+__all__ = ["GOALS", "Bracket", "SearchConfig", "Step", "Trial", "bracket", "confidence",
+           "find_peak", "goodput_probe_passes", "next_step", "probe_record", "round_rate"]
+
+GOALS = ("valid", "attainment")
 
 _CLAMP = 0.1  # an interpolated rate keeps this fraction of the bracket on each side
 
@@ -79,6 +89,8 @@ class SearchConfig:
     max_probes: int = 40
     min_queries: int = 10_000
     harness_retries: int = 2
+    goal: str = "valid"  # or "attainment" (token runs)
+    min_attainment: float = 0.99  # goal "attainment": the fraction of good requests
 
     def problems(self) -> list[str]:
         """What is wrong with these numbers (empty when nothing)."""
@@ -92,6 +104,10 @@ class SearchConfig:
         if min(self.repeats, self.max_probes, self.harness_retries) < 1 or self.min_queries < 0:
             out.append("repeats, max_probes and harness_retries must be at least 1, "
                        "min_queries not negative")
+        if self.goal not in GOALS:
+            out.append(f"goal: {self.goal!r} is not one of {', '.join(GOALS)}")
+        if not 0 < self.min_attainment < 1:
+            out.append("min_attainment: must be in (0, 1)")
         return out
 
 
@@ -229,17 +245,40 @@ def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> Step:
     return Step(b, None, True, "converged")
 
 
+def goodput_probe_passes(result: RunResult, min_attainment: float) -> bool:
+    """Whether a token run's attainment is at least `min_attainment` with 99% confidence
+    (early stopping at that percentile over the misses); False without token figures."""
+    ts = result.stats.token_stats
+    if ts is None or result.stats.interrupted:
+        return False
+    g = ts.goodput
+    return early_stopping.passes(g.attempted, g.attempted - g.good, 100.0 * min_attainment)
+
+
+def _token_ratio(result: RunResult) -> float | None:
+    """Token mode: the larger of p99 TTFT and p99 TPOT over their bounds."""
+    ts = result.stats.token_stats
+    if ts is None or not ts.early_stopping:
+        return None
+    ratios = [es.p_ns / es.target_ns for es in ts.early_stopping.values() if es.p_ns]
+    return max(ratios, default=None)
+
+
 def probe_record(result: RunResult, index: int, trial: int, run_dir: str,
                  wall_s: float) -> dict[str, Any]:
     """A probe's line in the journal and peak.json: rate, verdict, figures."""
     s, r = result.settings, result.stats
     at_p, slo_ns = r.target_latency_at_ns, r.early_stopping.target_latency_ns
-    return {
+    token = {} if r.token_stats is None else {
+        "goodput": r.token_stats.goodput.as_dict(),
+        "ttft_p99_ns": r.token_stats.latencies["ttft_ns"].summary["p99"],
+        "tpot_p99_ns": r.token_stats.latencies["tpot_ns"].summary["p99"]}
+    return token | {
         "index": index, "target_qps": round_rate(s.target_qps), "trial": trial,
         "dir": run_dir, "valid": result.valid, "reasons": [x.text for x in result.verdict.reasons],
         "reason_codes": [str(code) for code in result.verdict.codes],
         "harness_limited": ReasonCode.ISSUE_LAG in result.verdict.codes,
-        "slo_ratio": at_p / slo_ns if slo_ns and at_p else None,
+        "slo_ratio": at_p / slo_ns if slo_ns and at_p else _token_ratio(result),
         "latency_at_slo_percentile_ns": int(at_p),
         "qps_scheduled": r.qps_scheduled, "qps_completed": r.qps_completed,
         "goodput_qps": r.goodput_qps, "queries": r.queries,
@@ -251,8 +290,8 @@ def probe_record(result: RunResult, index: int, trial: int, run_dir: str,
 
 
 def _trial(probe: Mapping[str, Any]) -> Trial:
-    return Trial(float(probe["target_qps"]), bool(probe["valid"]), probe.get("slo_ratio"),
-                 bool(probe["harness_limited"]))
+    return Trial(float(probe["target_qps"]), bool(probe.get("passed", probe["valid"])),
+                 probe.get("slo_ratio"), bool(probe["harness_limited"]))
 
 
 def _read_journal(path: Path, header: dict[str, Any]) -> list[dict[str, Any]]:
@@ -281,6 +320,8 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
     began = time.perf_counter()
     header = {"kind": "find-peak-journal", "sut": spec, "min_queries": cfg.min_queries,
               "settings": json.loads(json.dumps(settings.as_dict()))}
+    if cfg.goal != "valid":
+        header["goal"] = {"goal": cfg.goal, "min_attainment": cfg.min_attainment}
     journal = out_dir / "journal.jsonl"
     probes = _read_journal(journal, header)
     prior_s = sum(float(p["wall_s"]) for p in probes)
@@ -297,7 +338,7 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
         probes.append(probe)
         if log:
             outcome = "harness-limited" if probe["harness_limited"] else (
-                "passed" if probe["valid"] else "failed")
+                "passed" if _trial(probe).passed else "failed")
             ratio = f", p/SLO {probe['slo_ratio']:.3f}" if probe["slo_ratio"] else ""
             log(f"probe {probe['index']} ({step.status}): {qps:g} QPS "
                 f"trial {probe['trial']} {outcome}{ratio}")
@@ -310,6 +351,8 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
         "harness_high": b.harness_high,
         "slo": {"percentile": settings.target_latency_percentile,
                 "target_latency_ms": settings.target_latency_ms},
+        "goal": {"goal": cfg.goal, "min_attainment": cfg.min_attainment}
+        if cfg.goal != "valid" else {"goal": "valid"},
         "scenario": str(settings.scenario), "sut": spec,
         "sut_description": probes[-1]["sut_description"] if probes else None,
         "settings": header["settings"], "config": dataclasses.asdict(cfg),
@@ -335,5 +378,7 @@ def _probe(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfig, 
     result, reused = run_cached(probe_settings, spec, out_dir / run_dir, runner)
     wall = result.stats.duration_s if reused else time.perf_counter() - started
     probe = probe_record(result, len(probes), trial, run_dir, wall)
+    if cfg.goal == "attainment":  # bisect: latency headroom says little about attainment
+        probe |= {"passed": goodput_probe_passes(result, cfg.min_attainment), "slo_ratio": None}
     probe["sut_description"] = result.sut
     return probe

@@ -1,6 +1,7 @@
 """The analysis subcommands of `loadgen`: find-peak, sweep, report, compare.
 
     loadgen find-peak FILE --sut SPEC --out DIR [--set k=v ...] [--budget-s S]
+                      [--goal valid|attainment] [--min-attainment F]
                       [--start-qps Q] [--min-qps Q] [--max-qps Q] [--tolerance F]
                       [--repeats N] [--min-queries N]
     loadgen sweep FILE --sut SPEC --out DIR --grid KEY=v1,v2|a:b:step [--grid sut.KEY=...]
@@ -50,7 +51,8 @@ def _find_peak(args: argparse.Namespace) -> int:
     settings = load_settings(args.file, args.overrides)
     cfg = SearchConfig(start_qps=args.start_qps or settings.target_qps, min_qps=args.min_qps,
                        max_qps=args.max_qps, tolerance=args.tolerance, repeats=args.repeats,
-                       min_queries=args.min_queries)
+                       min_queries=args.min_queries, goal=args.goal,
+                       min_attainment=args.min_attainment)
     doc = find_peak(settings, args.sut, args.out, cfg, args.budget_s, log=_log(args))
     report = build_report(args.out)
     print(doc["headline"])
@@ -115,6 +117,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--tolerance", type=float, default=0.02, help="bracket width / high to stop")
     p.add_argument("--repeats", type=int, default=2, help="trials at each end of the bracket")
     p.add_argument("--min-queries", type=int, default=10_000, help="queries per probe, at least")
+    p.add_argument("--goal", choices=("valid", "attainment"), default="valid",
+                   help="a probe passes when VALID, or (token runs) when its SLO attainment "
+                        "is at least --min-attainment with 99%% confidence")
+    p.add_argument("--min-attainment", type=float, default=0.99,
+                   help="goal attainment: the fraction of requests meeting every goodput SLO")
     p.set_defaults(handler=_find_peak)
 
     p = sub.add_parser("sweep", help="grid of settings and SUT knobs, N launches per point")

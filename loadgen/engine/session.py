@@ -31,6 +31,7 @@ from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.querylog import QueryLog
 from loadgen.record.tally import Accuracy, Tally
+from loadgen.record.tokens import TokenRecorder
 from loadgen.record.windows import Windows
 
 __all__ = ["Gate", "SessionOutcome", "Share", "new_collector", "run_loop", "run_session"]
@@ -62,9 +63,12 @@ class SessionOutcome:
 def new_collector(plan: RunPlan) -> Collector:
     """The completion sink a plan asks for."""
     bound = plan.slo_bound_ns
+    token_run = plan.prompts is not None or plan.token_targets.any or plan.goodput_slos.any
     return Collector(bound, plan.query_timeout_ns,
                      keep_outputs=plan.issue_mode is IssueMode.ACCURACY,
-                     windows=Windows(plan.window_ns, bound, plan.step_starts_ns))
+                     windows=Windows(plan.window_ns, bound, plan.step_starts_ns),
+                     tokens=TokenRecorder(plan.goodput_slos, plan.token_targets)
+                     if token_run else None)
 
 
 async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Share(),
@@ -84,6 +88,9 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
     runner = Runner(plan, sut, collector, *queries, progress,
                     first_id=share.index, id_step=share.count)
     collector.on_finish = runner.query_finished
+    use_prompts = getattr(sut, "use_prompts", None)
+    if plan.prompts is not None and use_prompts is not None:
+        use_prompts(plan.prompts)
     try:
         await sut.start(collector, runner)
     except Exception as exc:

@@ -14,6 +14,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.judge import early_stopping
+from loadgen.judge.tokenstats import TokenStats, summarize_tokens
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, Scenario
 from loadgen.record.histograms import decode, encode, percentile_ns, summary_ns
@@ -162,6 +163,7 @@ class RunStats:
     timeline: list[dict[str, Any]] = field(default_factory=list, repr=False)
     steps: list[dict[str, Any]] = field(default_factory=list, repr=False)
     histograms: dict[str, str] = field(default_factory=dict, repr=False)
+    token_stats: TokenStats | None = None  # a token-stream run's figures (its own keys)
 
     def as_dict(self) -> dict[str, Any]:
         """result.json's figures (accuracy is written by the result, beside its target)."""
@@ -169,6 +171,10 @@ class RunStats:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name == "accuracy":
+                continue
+            if f.name == "token_stats":
+                if value is not None:
+                    out |= value.as_dict()
                 continue
             if isinstance(value, LatencySummary | EarlyStopping):
                 value = value.as_dict()
@@ -186,6 +192,9 @@ class RunStats:
         """Read the figures of a result.json (schema 1 or 2)."""
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
+            if f.name == "token_stats":
+                values[f.name] = TokenStats.from_dict(doc)
+                continue
             if f.name not in doc:
                 continue
             value = doc[f.name]
@@ -262,6 +271,7 @@ def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunS
         timeline=timeline_report(c.windows, (times.measure_start_ns - times.start_ns) / 1e9),
         steps=_steps(plan, c),
         histograms={name: encode(h) for name, h in hists.items() if h.get_total_count()},
+        token_stats=None if c.tokens is None else summarize_tokens(plan, c.tokens, duration_s),
     )
 
 

@@ -15,7 +15,8 @@ from loadgen.judge.stats import RunStats
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, Scenario
 
-__all__ = ["RULES", "Headline", "Reason", "ReasonCode", "Verdict", "evaluate", "headline"]
+__all__ = ["RULES", "Headline", "Reason", "ReasonCode", "Verdict", "evaluate", "headline",
+           "token_latencies"]
 
 
 class ReasonCode(enum.StrEnum):
@@ -29,6 +30,10 @@ class ReasonCode(enum.StrEnum):
     EARLY_STOPPING = "early_stopping"
     ISSUE_LAG = "issue_lag"
     ACCURACY = "accuracy"
+    TTFT_LATENCY = "ttft_latency"
+    TPOT_LATENCY = "tpot_latency"
+    TTFT_EARLY_STOPPING = "ttft_early_stopping"
+    TPOT_EARLY_STOPPING = "tpot_early_stopping"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,8 @@ def no_errors(p: RunPlan, r: RunStats) -> Reason | None:
 def latency_slo(p: RunPlan, r: RunStats) -> Reason | None:
     es = r.early_stopping
     server = p.settings.scenario is Scenario.SERVER
+    if p.settings.use_token_latencies and not p.slo_ns:  # judged by `token_latencies`
+        return None
     if es.passes is None or not server or p.issue_mode is IssueMode.ACCURACY or es.passes:
         return None
     return Reason(ReasonCode.EARLY_STOPPING,
@@ -151,6 +158,40 @@ def accuracy(p: RunPlan, r: RunStats) -> Reason | None:
     return None
 
 
+_TOKEN_CODES = {"ttft": (ReasonCode.TTFT_LATENCY, ReasonCode.TTFT_EARLY_STOPPING),
+                "tpot": (ReasonCode.TPOT_LATENCY, ReasonCode.TPOT_EARLY_STOPPING)}
+_TOKEN_HINTS = {"ttft": "lower target_qps, or give the server more prefill capacity",
+                "tpot": "lower target_qps, or cap the server's batch (max sequences in flight)"}
+
+
+def token_latencies(p: RunPlan, r: RunStats) -> tuple[Reason, ...]:
+    """MLPerf token mode (Server): p99 TTFT and p99 TPOT within their bounds, and early
+    stopping passing on each; one reason per miss."""
+    ts = r.token_stats
+    if (not p.settings.use_token_latencies or p.settings.scenario is not Scenario.SERVER
+            or p.issue_mode is IssueMode.ACCURACY):
+        return ()
+    if ts is None:
+        return (Reason(ReasonCode.TTFT_LATENCY, "use_token_latencies: the SUT streamed no "
+                                                "tokens; use a streaming SUT (openai://, "
+                                                "generate://, llmsim:) with a token workload"),)
+    out = []
+    for metric, es in ts.early_stopping.items():
+        over, stopping = _TOKEN_CODES[metric]
+        name, hint = metric.upper(), _TOKEN_HINTS[metric]
+        if es.p_ns > es.target_ns:
+            out.append(Reason(over, f"p{es.percentile:g} {name} {_ms(es.p_ns)} exceeds "
+                                    f"{metric}_latency_ms {es.target_ns / 1e6:g}: {hint}"))
+        elif not es.passes:
+            out.append(Reason(stopping, f"{es.overlatency} of {es.requests} requests had {name} "
+                                        f"over {_ms(es.target_ns)}: early stopping at "
+                                        f"p{es.percentile:g} with 99% confidence allows "
+                                        f"{max(es.max_overlatency_allowed, 0)}; needs at least "
+                                        f"{es.min_queries_needed} requests for that count "
+                                        f"(run longer), or {hint}"))
+    return tuple(out)
+
+
 RULES: tuple[Rule, ...] = (not_interrupted, min_duration, min_queries, no_errors, latency_slo,
                            issue_lag, accuracy)
 
@@ -182,12 +223,18 @@ def _warnings(p: RunPlan, r: RunStats) -> list[str]:
     if r.late:
         out.append(f"{r.late} completions arrived after their query had already timed out: "
                    "raise query_timeout_ms if the SUT is only slow")
+    ts = r.token_stats
+    if ts is not None and s.fixed_output and ts.tokens.finish_other:
+        out.append(f"{ts.tokens.finish_other} answers ended for another reason than `length` "
+                   "although a fixed output length was asked for: the server ignores "
+                   "ignore_eos/min_tokens, so output lengths vary; check its options")
     return out
 
 
 def evaluate(p: RunPlan, r: RunStats, extra_warnings: tuple[str, ...] = ()) -> Verdict:
     """Apply every rule; any reason makes the run INVALID."""
     reasons = tuple(reason for rule in RULES if (reason := rule(p, r)) is not None)
+    reasons += token_latencies(p, r)
     return Verdict(not reasons, reasons, extra_warnings + tuple(_warnings(p, r)))
 
 
@@ -197,6 +244,8 @@ def headline(p: RunPlan, r: RunStats) -> Headline:
     if scenario is Scenario.SERVER:
         return Headline("scheduled_qps", r.qps_scheduled)
     if scenario is Scenario.OFFLINE:
+        if r.token_stats is not None:
+            return Headline("tokens_per_s", r.token_stats.tokens.output_per_s)
         return Headline("samples_per_s", r.samples_per_s)
     estimate = r.early_stopping.estimate_ns
     key = "p90" if scenario is Scenario.SINGLE_STREAM else "p99"

@@ -28,6 +28,12 @@ the collector, `component` at `MAX_COMPONENTS`):
     loadgen_achieved_queries_per_second, loadgen_latency_slo_seconds (when set),
     loadgen_latency_seconds (from the scheduled time), loadgen_service_latency_seconds
     (from the actual send), loadgen_issue_lag_seconds, loadgen_component_seconds{component}
+
+Token runs (streams recorded) add, each latency from the scheduled time:
+
+    loadgen_ttft_seconds, loadgen_tpot_seconds, loadgen_itl_seconds, loadgen_e2e_seconds,
+    loadgen_input_tokens_total, loadgen_output_tokens_total,
+    loadgen_requests_good_total (measured streams meeting every goodput SLO)
 """
 
 from __future__ import annotations
@@ -84,6 +90,17 @@ _HISTOGRAMS = (  # exported name, Collector attribute, help
     ("loadgen_latency_seconds", "latency", "Sample latency from the scheduled issue time."),
     ("loadgen_service_latency_seconds", "service_latency", "Query latency from the actual send."),
     ("loadgen_issue_lag_seconds", "issue_lag", "Actual send minus scheduled issue time."),
+)
+_TOKEN_HISTOGRAMS = (  # exported name, token recorder key, help
+    ("loadgen_ttft_seconds", "ttft_ns", "Time to first token, from the scheduled time."),
+    ("loadgen_tpot_seconds", "tpot_ns", "Time per output token after the first, per request."),
+    ("loadgen_itl_seconds", "itl_ns", "Every gap between consecutive tokens (token-weighted)."),
+    ("loadgen_e2e_seconds", "e2e_ns", "Time to the last token, from the scheduled time."),
+)
+_TOKEN_COUNTERS = (  # exported name, token counter, help
+    ("loadgen_input_tokens", "input_total", "Prompt tokens of measured streams."),
+    ("loadgen_output_tokens", "output_total", "Output tokens of measured streams."),
+    ("loadgen_requests_good", "good", "Measured streams meeting every goodput SLO."),
 )
 
 
@@ -147,6 +164,8 @@ class _Snapshot:
     achieved_qps: float
     histograms: dict[str, npt.NDArray[np.uint64]]
     components: dict[str, npt.NDArray[np.uint64]]
+    token_histograms: dict[str, npt.NDArray[np.uint64]] | None = None  # token runs only
+    token_counters: dict[str, int] | None = None
 
 
 class PrometheusExporter:
@@ -258,6 +277,7 @@ class PrometheusExporter:
         yield from self._counters(snap)
         yield from self._gauges(snap)
         yield from self._histograms(snap)
+        yield from self._token_families(snap)
 
     def _snapshot(self) -> _Snapshot | None:
         if self._final is not None or self._collector is None:
@@ -294,6 +314,10 @@ class PrometheusExporter:
             histograms={name: _counts(getattr(c, attr)) for name, attr, _ in _HISTOGRAMS},
             components={name: _counts(r)
                         for name, r in sorted(c.components.items())[:MAX_COMPONENTS]},
+            token_histograms=None if c.tokens is None else {
+                name: _counts(c.tokens.recorders[key]) for name, key, _ in _TOKEN_HISTOGRAMS},
+            token_counters=None if c.tokens is None else {
+                name: c.tokens.counters[key] for name, key, _ in _TOKEN_COUNTERS},
         )
 
     def _counters(self, s: _Snapshot) -> Iterator[Metric]:
@@ -345,6 +369,21 @@ class PrometheusExporter:
             buckets, total_s = self._layout.buckets(counts)
             components.add_metric([*labels, component], buckets, total_s)
         yield components
+
+    def _token_families(self, s: _Snapshot) -> Iterator[Metric]:
+        """A token run's latency histograms and token counters (nothing otherwise)."""
+        if s.token_histograms is None or s.token_counters is None:
+            return
+        labels = self._labels
+        for name, _, doc in _TOKEN_HISTOGRAMS:
+            family = HistogramMetricFamily(name, doc, labels=_LABELS)
+            buckets, total_s = self._layout.buckets(s.token_histograms[name])
+            family.add_metric(labels, buckets, total_s)
+            yield family
+        for name, _, doc in _TOKEN_COUNTERS:
+            counter = CounterMetricFamily(name, doc, labels=_LABELS)
+            counter.add_metric(labels, s.token_counters[name])
+            yield counter
 
 
 @contextlib.contextmanager

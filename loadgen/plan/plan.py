@@ -26,11 +26,14 @@ from loadgen.plan.arrivals import (
     Steps,
     Trace,
 )
+from loadgen.plan.prompts import PromptSource
 from loadgen.plan.qsl import QuerySampleLibrary
 from loadgen.plan.settings import IssueMode, Scenario, TestSettings, issue_mode
+from loadgen.plan.tokenslo import NO_TOKEN_SLOS, TokenSlos
 from loadgen.plan.tracefile import read_schedule, read_trace
+from loadgen.plan.workload import prompts_for
 
-__all__ = ["NO_SLO_NS", "RunPlan", "arrival_for", "describe_process"]
+__all__ = ["NO_SLO_NS", "RunPlan", "arrival_for", "describe_process", "token_bounds"]
 
 NO_SLO_NS = 2**62
 """The latency bound used where a run has no SLO: no latency is ever over it."""
@@ -97,6 +100,9 @@ class RunPlan:
     step_starts_ns: tuple[int, ...]  # a stepped run's step starts, from the run's start
     library: QuerySampleLibrary
     arrival: ArrivalProcess | None  # open loop only
+    prompts: PromptSource | None = None  # a token workload's prompts, by sample index
+    token_targets: TokenSlos = NO_TOKEN_SLOS  # MLPerf token mode: p99 TTFT and TPOT bounds
+    goodput_slos: TokenSlos = NO_TOKEN_SLOS  # a request is good when it meets every one set
 
     @classmethod
     def of(cls, settings: TestSettings) -> RunPlan:
@@ -126,6 +132,8 @@ class RunPlan:
             library=QuerySampleLibrary(s.total_sample_count, s.performance_sample_count,
                                        s.qsl_rng_seed),
             arrival=arrival_for(s) if mode is IssueMode.OPEN else None,
+            prompts=prompts_for(s),
+            **token_bounds(s),
         )
 
     @property
@@ -146,14 +154,38 @@ class RunPlan:
     def as_dict(self) -> dict[str, Any]:
         """Plain values for result.json (the settings are written beside, not repeated)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-               if f.name not in ("settings", "library", "arrival")}
+               if f.name not in ("settings", "library", "arrival", "prompts", "token_targets",
+                                 "goodput_slos")}
         out["issue_mode"] = str(self.issue_mode)
         out["step_starts_ns"] = list(self.step_starts_ns)
         out["library"] = {"total": self.library.total,
                           "performance_count": self.library.performance_count,
                           "seed": self.library.seed}
         out["arrival"] = None if self.arrival is None else describe_process(self.arrival)
+        if self.prompts is not None or self.token_targets.any or self.goodput_slos.any:
+            out["tokens"] = {"prompts": _describe_prompts(self.prompts),
+                             "targets_ms": self.token_targets.as_dict(),
+                             "goodput_slos_ms": self.goodput_slos.as_dict()}
         return out
+
+
+def _describe_prompts(prompts: PromptSource | None) -> dict[str, Any] | None:
+    """A prompt source as plain values (its own `describe` where it has one)."""
+    if prompts is None:
+        return None
+    describe = getattr(prompts, "describe", None)
+    return describe() if describe is not None else {"kind": type(prompts).__name__}
+
+
+def token_bounds(s: TestSettings) -> dict[str, TokenSlos]:
+    """`token_targets` (MLPerf token mode) and `goodput_slos` (each 0 falls back on the
+    token-mode bound where there is one)."""
+    targets = TokenSlos(_ns(s.ttft_latency_ms / 1e3), _ns(s.tpot_latency_ms / 1e3)) \
+        if s.use_token_latencies else NO_TOKEN_SLOS
+    goodput = TokenSlos(_ns((s.goodput_ttft_ms or s.ttft_latency_ms) / 1e3),
+                        _ns((s.goodput_tpot_ms or s.tpot_latency_ms) / 1e3),
+                        _ns(s.goodput_itl_ms / 1e3), _ns(s.goodput_e2e_ms / 1e3))
+    return {"token_targets": targets, "goodput_slos": goodput}
 
 
 def describe_process(process: ArrivalProcess) -> dict[str, Any]:

@@ -99,9 +99,20 @@ def plan_queries(plan: RunPlan) -> Plan:
         return None, sample_chunks(plan.library, plan.offline_sample_count,
                                    s.sample_index_rng_seed, 1)
     samples = sample_chunks(plan.library, plan.samples_per_query, s.sample_index_rng_seed, CHUNK)
+    if getattr(plan.prompts, "in_order", False):  # a trace's lengths: query i asks row i
+        samples = _in_order(plan.samples_per_query)
     if plan.issue_mode is IssueMode.CLOSED:
         return None, samples
     return open_loop_offsets(plan), samples
+
+
+def _in_order(samples_per_query: int) -> Iterator[np.ndarray]:
+    """Sample rows 0, 1, 2, ... in chunks of CHUNK queries (query i gets sample i)."""
+    start = 0
+    while True:
+        count = CHUNK * samples_per_query
+        yield np.arange(start, start + count, dtype=np.int64).reshape(CHUNK, samples_per_query)
+        start += count
 
 
 def partition(plan: Plan, index: int, count: int) -> Plan:

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.errors import SettingsError, suggest
+from loadgen.plan.lengths import LengthDist, parse_length
+from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
 
 __all__ = [
     "ARRIVALS",
@@ -104,6 +106,27 @@ class TestSettings:
     drain_timeout_s: float = _f(10.0, "after the last issue, wait this long for completions")
     max_issue_lag_ms: float = _f(2.0, "p99 issue lag above this means the harness fell behind")
     accuracy_target: float = _f(0.0, "accuracy mode: minimum accuracy in [0, 1]")
+    # token workloads and MLPerf token mode (#18)
+    mlperf_model: str = _f("", "MLPerf LLM target (e.g. llama2-70b, llama2-70b-interactive): "
+                           "sets token mode and its TTFT/TPOT bounds")
+    use_token_latencies: bool = _f(False, "judge p99 TTFT and TPOT (Server: both must hold) "
+                                   "instead of query latency")
+    ttft_latency_ms: float = _f(0.0, "token mode: p99 time-to-first-token bound")
+    tpot_latency_ms: float = _f(0.0, "token mode: p99 time-per-output-token bound")
+    input_tokens: LengthDist | None = _f(  # noqa: RUF009 - _f makes a field()
+        None, "prompt length: a number or {dist = ..., ...}")
+    output_tokens: LengthDist | None = _f(  # noqa: RUF009 - _f makes a field()
+        None, "max_tokens asked: a number or {dist = ...}; default 128")
+    fixed_output: bool = _f(False, "ask for exactly max_tokens (ignore_eos / min_tokens)")
+    dataset: str = _f("", "JSON lines of prompts ({\"prompt\": ..., \"output_tokens\": n})")
+    prefix_tokens: int = _f(0, "shared-prefix tokens before each synthetic prompt")
+    prefix_groups: int = _f(1, "distinct shared prefixes; sample i uses group i mod groups")
+    tokenizer: str = _f("approx", "token counting: `approx` (words) or `bytes`")
+    workload_rng_seed: int = _f(8470324591232611257, "seed of the prompts' lengths and text")
+    goodput_ttft_ms: float = _f(0.0, "goodput SLO on TTFT; 0 = ttft_latency_ms (or none)")
+    goodput_tpot_ms: float = _f(0.0, "goodput SLO on TPOT; 0 = tpot_latency_ms (or none)")
+    goodput_itl_ms: float = _f(0.0, "goodput SLO on every gap between tokens; 0 = none")
+    goodput_e2e_ms: float = _f(0.0, "goodput SLO on end-to-end latency; 0 = none")
 
     @property
     def compliant(self) -> bool:
@@ -116,6 +139,8 @@ class TestSettings:
             "scenario": str(self.scenario),
             "steps": [list(step) for step in self.steps],
             "compliant": self.compliant,
+            "input_tokens": None if self.input_tokens is None else self.input_tokens.as_dict(),
+            "output_tokens": None if self.output_tokens is None else self.output_tokens.as_dict(),
         }
 
 
@@ -145,7 +170,8 @@ _FIELDS = {f.name: f for f in dataclasses.fields(TestSettings)}
 _INT_KEYS = {n for n, f in _FIELDS.items() if f.type == "int"}
 _FLOAT_KEYS = {n for n, f in _FIELDS.items() if f.type == "float"}
 _BOOL_KEYS = {n for n, f in _FIELDS.items() if f.type == "bool"}
-_PATH_KEYS = ("trace_file", "schedule_file")
+_PATH_KEYS = ("trace_file", "schedule_file", "dataset")
+_LENGTH_KEYS = ("input_tokens", "output_tokens")
 
 
 def _coerce(key: str, value: Any, problems: list[str]) -> Any:
@@ -161,6 +187,8 @@ def _coerce(key: str, value: Any, problems: list[str]) -> Any:
             return None
     if key == "steps":
         return _coerce_steps(value, problems)
+    if key in _LENGTH_KEYS:
+        return parse_length(key, value, problems)
     if key in _BOOL_KEYS:
         if not isinstance(value, bool):
             problems.append(f"{key}: expected true or false, got {value!r}")
@@ -283,14 +311,42 @@ def _check(s: TestSettings, problems: list[str]) -> None:
     rate_from_target = s.arrival not in ("closed", "steps", "trace") and not s.schedule_file
     if s.scenario is Scenario.SERVER and rate_from_target and s.target_qps <= 0:
         problems.append("target_qps: Server needs a positive rate")
-    if s.scenario is Scenario.SERVER and s.target_latency_ms <= 0:
-        problems.append("target_latency_ms: Server needs a latency SLO above 0")
+    if s.scenario is Scenario.SERVER and s.target_latency_ms <= 0 and not s.use_token_latencies:
+        problems.append("target_latency_ms: Server needs a latency SLO above 0 (or "
+                        "use_token_latencies with ttft_latency_ms and tpot_latency_ms)")
+    _check_tokens(s, problems)
     if s.performance_sample_count > s.total_sample_count:
         problems.append("performance_sample_count: larger than total_sample_count")
     if s.max_duration_s and s.max_duration_s < s.min_duration_s:
         problems.append("max_duration_s: shorter than min_duration_s")
     if s.max_query_count and s.max_query_count < s.min_query_count:
         problems.append("max_query_count: smaller than min_query_count")
+
+
+def _check_tokens(s: TestSettings, problems: list[str]) -> None:
+    """The token workload and token-mode keys."""
+    for key in ("ttft_latency_ms", "tpot_latency_ms", "goodput_ttft_ms", "goodput_tpot_ms",
+                "goodput_itl_ms", "goodput_e2e_ms", "prefix_tokens"):
+        if getattr(s, key) < 0:
+            problems.append(f"{key}: must not be negative, got {getattr(s, key)!r}")
+    if s.prefix_groups < 1:
+        problems.append(f"prefix_groups: must be at least 1, got {s.prefix_groups!r}")
+    if s.tokenizer not in ("approx", "bytes"):
+        problems.append(f"tokenizer: {s.tokenizer!r} is not one of approx, bytes")
+    if s.mlperf_model and s.mlperf_model not in LLM_PRESETS:
+        problems.append(f"mlperf_model: {s.mlperf_model!r} is not one of "
+                        f"{', '.join(LLM_PRESETS)}{suggest(s.mlperf_model, LLM_PRESETS)}")
+    if s.use_token_latencies and s.scenario is Scenario.SERVER:
+        for key in ("ttft_latency_ms", "tpot_latency_ms"):
+            if getattr(s, key) <= 0:
+                problems.append(f"{key}: token mode on Server needs a bound above 0")
+    if s.dataset and s.input_tokens is not None:
+        problems.append("input_tokens: a dataset brings its own prompts; set one or the other")
+    if s.dataset and not Path(s.dataset).is_file():
+        problems.append(f"dataset: no such file {s.dataset!r}")
+    if s.prefix_tokens and s.input_tokens is None:
+        problems.append("prefix_tokens: shared prefixes go before synthetic prompts "
+                        "(set input_tokens)")
 
 
 def settings_from_mapping(values: dict[str, Any]) -> TestSettings:
@@ -301,6 +357,8 @@ def settings_from_mapping(values: dict[str, Any]) -> TestSettings:
     layered: dict[str, Any] = dict(SCENARIO_DEFAULTS[scenario])
     if coerced.get("preset") == "dev":
         layered |= DEV_PRESET
+    if coerced.get("mlperf_model") in LLM_PRESETS:
+        layered |= llm_preset(coerced["mlperf_model"])
     layered |= {k: v for k, v in coerced.items() if v is not None}
     settings = TestSettings(**layered)
     _check(settings, problems)
@@ -320,6 +378,9 @@ def settings_from_record(values: dict[str, Any]) -> TestSettings:
         known["scenario"] = Scenario(known["scenario"])
     if "steps" in known:
         known["steps"] = tuple((float(a), float(b)) for a, b in known["steps"])
+    for key in _LENGTH_KEYS:
+        if known.get(key) is not None:
+            known[key] = parse_length(key, known[key], [])
     return TestSettings(**known)
 
 

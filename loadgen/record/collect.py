@@ -1,7 +1,7 @@
 """The completion sink: turns the runner's stamps into recorded latencies and counts.
 
 The runner registers each query as it issues it (`issued`); the SUT reports it
-back once (`done` or `failed`). Only queries scheduled inside the measured
+back once (`done`, `streamed` for a token stream, or `failed`). Only queries scheduled inside the measured
 window (after warm-up) are recorded, in the histograms and in the window of
 their scheduled time (`windows.py`); all are counted for progress. When the run
 ends, `tally` hands the figures over in a mergeable form.
@@ -13,9 +13,11 @@ import collections
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from loadgen.adapters.tokens import TokenStream
 from loadgen.record.histograms import FLUSH_SLICE, Recorder
 from loadgen.record.querylog import QueryLog
 from loadgen.record.tally import MAX_DETAILS, RunTimes, Tally
+from loadgen.record.tokens import TokenRecorder
 from loadgen.record.windows import WindowedRecorder, Windows
 
 __all__ = ["DETAIL_CHARS", "MAX_ERROR_KINDS", "TIDY_AT", "Collector"]
@@ -37,6 +39,7 @@ class Collector:
         on_finish: Callable[[int], None] | None = None,
         log: QueryLog | None = None,
         windows: Windows | None = None,
+        tokens: TokenRecorder | None = None,
     ) -> None:
         self.slo_ns = slo_ns
         self.query_timeout_ns = query_timeout_ns
@@ -61,6 +64,9 @@ class Collector:
         self.last_done_ns = 0
         self.on_finish = on_finish
         self.log = log
+        self.tokens: TokenRecorder | None = None  # made by the first stream, if not given
+        if tokens is not None:
+            self._use_tokens(tokens)
         self._inflight: dict[int, tuple[int, int, int, bool]] = {}
         self._deadlines: collections.deque[tuple[int, int]] = collections.deque()
 
@@ -97,6 +103,29 @@ class Collector:
         if entry is None:
             self.late += 1
             return
+        self._completed(query_id, entry, done_ns, components, sample_done_ns, output)
+
+    def streamed(self, query_id: int, done_ns: int, stream: TokenStream,
+                 components: Mapping[str, int] | None = None, output: Any = None) -> None:
+        """A token stream ended well at `done_ns`: the query is done, its tokens recorded."""
+        entry = self._inflight.pop(query_id, None)
+        if entry is None:
+            self.late += 1
+            return
+        if entry[3]:
+            self._token_recorder().streamed(entry[0], entry[1], stream)
+        self._completed(query_id, entry, done_ns, components, None, output)
+
+    def sample_streamed(self, query_id: int, stream: TokenStream) -> None:
+        """One sample's stream of a query of several (Offline) ended well; the query itself
+        still ends with `done` or `failed`."""
+        entry = self._inflight.get(query_id)
+        if entry is not None and entry[3]:
+            self._token_recorder().streamed(entry[0], entry[1], stream)
+
+    def _completed(self, query_id: int, entry: tuple[int, int, int, bool], done_ns: int,
+                   components: Mapping[str, int] | None, sample_done_ns: Sequence[int] | None,
+                   output: Any) -> None:
         scheduled_ns, sent_ns, samples, measured = entry
         self.finished += 1
         if self.log is not None:
@@ -123,12 +152,17 @@ class Collector:
         if self.on_finish is not None:
             self.on_finish(done_ns)
 
-    def failed(self, query_id: int, done_ns: int, kind: str, detail: str | None = None) -> None:
+    def failed(self, query_id: int, done_ns: int, kind: str, detail: str | None = None,
+               stream: TokenStream | None = None) -> None:
+        """The query failed; a token stream's partial timings are kept (it still counts as
+        an error)."""
         entry = self._inflight.pop(query_id, None)
         if entry is None:
             self.late += 1
             return
         self.finished += 1
+        if entry[3] and (stream is not None or self.tokens is not None):
+            self._token_recorder().failed(entry[0], entry[1], stream)
         if self.log is not None:
             self.log.add(query_id, entry[0], entry[1], done_ns, kind)
         self._count_error(kind, detail)
@@ -193,7 +227,19 @@ class Collector:
             last_done_ns=self.last_done_ns,
             windows=self.windows.counts(),
             times=times,
+            tokens=None if self.tokens is None else self.tokens.tally(),
         )
+
+    def _use_tokens(self, tokens: TokenRecorder) -> None:
+        self.tokens = tokens
+        self._recorders.extend(tokens.recorders.values())
+
+    def _token_recorder(self) -> TokenRecorder:
+        """The token recorder, made on first use when the run did not ask for one."""
+        if self.tokens is None:
+            self._use_tokens(TokenRecorder())
+        assert self.tokens is not None
+        return self.tokens
 
     def _components(self, components: Mapping[str, int]) -> None:
         for name, value in components.items():

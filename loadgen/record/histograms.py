@@ -36,7 +36,7 @@ import math
 import struct
 import sys
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -177,6 +177,26 @@ class Recorder:
         self._n = n
         if n == BUFFER_CAPACITY:
             self.flush_some()
+
+    def extend(self, values: Sequence[int]) -> None:
+        """Buffer many latencies in ns at once (one copy, not one call per value)."""
+        k = len(values)
+        if not k:
+            return
+        if k > FLUSH_SLICE:  # too many to buffer: recorded at once
+            self.add_array(np.asarray(values, dtype=np.int64))
+            return
+        while k >= BUFFER_CAPACITY - self._n:  # room a slice at a time (and one left for `add`)
+            self.flush_some()
+        try:
+            block = array.array("q", values)
+        except OverflowError:  # a value beyond int64: one at a time, each counted
+            for value in values:
+                self.add(value)
+            return
+        n = self._n
+        self._buf[n:n + k] = block
+        self._n = n + k
 
     def add_array(self, values: npt.ArrayLike) -> None:
         """Record a whole integer array of latencies in ns."""

@@ -16,6 +16,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.record.histograms import decode, encode, merge, new_histogram
+from loadgen.record.tokens import TokenTally
 from loadgen.record.windows import WindowCounts, merge_windows
 
 __all__ = ["HISTOGRAMS", "MAX_DETAILS", "Accuracy", "RunTimes", "Tally", "merge_tallies"]
@@ -70,6 +71,7 @@ class Tally:
     last_done_ns: int
     windows: WindowCounts
     times: RunTimes
+    tokens: TokenTally | None = None  # a token-stream run's figures
 
     def encode(self) -> dict[str, Any]:
         """Plain values: histograms as V2 base64 text (empty ones as None)."""
@@ -84,6 +86,7 @@ class Tally:
             **{k: getattr(self, k) for k in _COUNTERS},
             "last_done_ns": self.last_done_ns, "windows": self.windows.encode(),
             "times": dataclasses.asdict(self.times),
+            "tokens": None if self.tokens is None else self.tokens.encode(),
         }
 
     @classmethod
@@ -103,6 +106,7 @@ class Tally:
             last_done_ns=int(doc["last_done_ns"]),
             windows=WindowCounts.decode(doc["windows"]),
             times=RunTimes(**doc["times"]),
+            tokens=None if doc.get("tokens") is None else TokenTally.decode(doc["tokens"]),
         )
 
 
@@ -125,7 +129,14 @@ def merge_tallies(parts: Sequence[Tally]) -> Tally:
         last_done_ns=max(p.last_done_ns for p in parts),
         windows=merge_windows([p.windows for p in parts]),
         times=RunTimes.merge([p.times for p in parts]),
+        tokens=_merge_tokens(parts),
     )
+
+
+def _merge_tokens(parts: Sequence[Tally]) -> TokenTally | None:
+    """The parts' token figures merged; None when no part streamed tokens."""
+    tokens = [p.tokens for p in parts if p.tokens is not None]
+    return TokenTally.merge(tokens) if tokens else None
 
 
 def _merge_messages(parts: Sequence[Tally]) -> dict[str, tuple[str, ...]]:

@@ -56,7 +56,11 @@ def sut_phrase(sut: Mapping[str, Any]) -> list[str]:
 
 
 def slo_phrase(settings: Mapping[str, Any]) -> str:
-    """'p99 <= 50 ms', or '' without an SLO."""
+    """'p99 <= 50 ms' (token mode: 'p99 TTFT <= 2000 ms, TPOT <= 200 ms'), or '' without."""
+    if settings.get("use_token_latencies"):
+        return (f"p{float(settings['target_latency_percentile']):g} TTFT <= "
+                f"{float(settings['ttft_latency_ms']):g} ms, TPOT <= "
+                f"{float(settings['tpot_latency_ms']):g} ms")
     target = float(settings.get("target_latency_ms") or 0)
     if not target:
         return ""
@@ -68,6 +72,8 @@ def value_phrase(scenario: str, name: str, value: float) -> str:
     if name.endswith("_ns"):
         tag = next((t for t in name.split("_") if t[:1] == "p" and t[1:].isdigit()), "")
         return f"{tag} latency {_ms(value)}".strip()
+    if name == "tokens_per_s":
+        return f"{_num(value)} tokens/s"
     if scenario == "Offline" or name == "samples_per_s":
         return f"{_num(value)} samples/s"
     return f"{_num(value)} QPS"
@@ -120,7 +126,9 @@ def point_headline(point: Mapping[str, Any]) -> str:
 def peak_headline(doc: Mapping[str, Any]) -> str:
     """find-peak: the highest passing rate, its bracket, trials and confidence."""
     settings, probes = doc["settings"], doc["probes"]
-    slo = slo_phrase(settings)
+    goal = doc.get("goal") or {"goal": "valid"}
+    attainment = goal["goal"] == "attainment"
+    slo = f"SLO attainment >= {goal['min_attainment']:g}" if attainment else slo_phrase(settings)
     harness = " (the load generator fell behind its schedule there)" if doc.get(
         "harness_high") else ""
     if not doc.get("peak_qps"):
@@ -132,7 +140,7 @@ def peak_headline(doc: Mapping[str, Any]) -> str:
     duration = min((float(p["duration_s"]) for p in at_peak), default=0.0)
     parts = conditions("Server", settings, doc.get("sut_description") or {}, duration, 1)
     parts[-1] = f"{duration:.3g} s x {len(at_peak)} trial{'s' if len(at_peak) != 1 else ''} " \
-                "at the peak, every one VALID"
+                f"at the peak, every one {'passing' if attainment else 'VALID'}"
     span = f"bracket {_num(low)}-{_num(high)} QPS{harness}" if high else \
         "not bracketed: the ceiling passed"
     parts.append(f"{span}, confidence {doc['confidence']:.2f}" if doc.get("confidence")

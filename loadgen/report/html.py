@@ -21,6 +21,7 @@ from loadgen.errors import ResultError
 from loadgen.record.histograms import decode
 from loadgen.report.headline import peak_headline, point_headline, run_headline
 from loadgen.report.result import RunResult, read_result
+from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
 
 __all__ = ["REPORT_FILE", "build_report", "load_kind", "report_png"]
 
@@ -181,6 +182,17 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
                    **{f"{k} (ms)": getattr(r.query_latency_ns, k) / 1e6
                       for k in ("p50", "p90", "p99", "p999", "mean")}}
         parts = [_table([figures], list(figures))]
+        tokens = token_rows(doc)
+        if tokens:
+            ts = r.token_stats
+            assert ts is not None
+            counts = {"output tokens/s": ts.tokens.output_per_s,
+                      "input tokens/s": ts.tokens.input_per_s,
+                      "streams": ts.tokens.requests, "failed": ts.tokens.failed,
+                      "attainment": ts.goodput.attainment,
+                      "goodput tokens/s": ts.goodput.tokens_per_s}
+            parts += ["<h2>Tokens</h2>", _table([counts], list(counts)),
+                      _table(tokens, TOKEN_COLUMNS)]
         parts += [f'<p class="bad">[{x.code}] {html.escape(x.text)}</p>' for x in v.reasons]
         parts += [f'<p class="warn">{html.escape(x)}</p>' for x in v.warnings]
         errors = [{"kind": k, "count": d.count, "messages": " | ".join(d.messages)}

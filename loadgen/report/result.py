@@ -10,7 +10,10 @@ Schema (version 2), every latency in integer nanoseconds:
     query_latency_ns   (p50 p90 p95 p99 p999 mean min max count each; latency_ns counts
         from the scheduled time), target_latency_at_ns, components_ns{name: summary + share},
     batch_sizes{size: count}, early_stopping{...}, accuracy (accuracy mode), timeline[],
-    steps[], histograms{name: HDR V2 base64}, workers (several load processes)
+    steps[], histograms{name: HDR V2 base64}, workers (several load processes);
+    a token-stream run adds ttft_ns, ttfo_ns, e2e_ns (each with from_send), tpot_ns,
+    itl_ns, chunk_gap_ns, normalized_latency_ns, longest_stall_ns, tokens{}, goodput{},
+    token_early_stopping{}, token_histograms{} (judge.tokenstats)
 
 Version 1 lacked `plan`, `reason_codes` and `target_latency_at_ns`; it still reads
 (the codes are recovered from the reasons' prose, which version 1 wrote the same way).

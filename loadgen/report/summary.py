@@ -7,6 +7,7 @@ from typing import Any
 
 from loadgen.judge.stats import LatencySummary, RunStats
 from loadgen.report.result import RunResult
+from loadgen.report.tokensummary import token_lines
 
 __all__ = ["SUMMARY_FILE", "render_summary", "write_summary"]
 
@@ -47,7 +48,7 @@ def render_summary(result: RunResult) -> str:
     if s.target_latency_ms:
         lines.append(f"SLO       : p{s.target_latency_percentile:g} <= "
                      f"{s.target_latency_ms:g} ms; over SLO: {r.overlatency}")
-    if es.passes is not None:
+    if es.passes is not None and (s.target_latency_ms or not s.use_token_latencies):
         lines.append(f"Early stop: {'passes' if es.passes else 'fails'} "
                      f"({es.overlatency} over, {es.max_overlatency_allowed} allowed, "
                      f"{es.min_queries_needed} queries needed)")
@@ -63,6 +64,7 @@ def render_summary(result: RunResult) -> str:
         lines += _latency_block("Query latency (slowest sample)", r.query_latency_ns)
     lines += _latency_block("Latency from send", r.service_latency_ns)
     lines += _latency_block("Issue lag", r.issue_lag_ns)
+    lines += token_lines(result)
     if r.components_ns:
         lines += ["", "Components (p50 / p99 ms, share of mean end-to-end):"]
         for name, c in r.components_ns.items():

@@ -1,0 +1,34 @@
+"""A token workload's requests: `Prompt` and the `PromptSource` that hands them out by index.
+
+Defined here, in the plan stage, because the plan builds the prompts
+(`plan.workload`); `adapters.tokens` re-exports both for the SUTs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["Prompt", "PromptSource"]
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One request of a token workload."""
+
+    text: str
+    input_tokens: int
+    """Length in tokens of the workload's tokenizer (what was asked for)."""
+    max_tokens: int
+    """Output length asked for; with `fixed_output` the server is told to ignore EOS."""
+    fixed_output: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Request fields the workload adds (for example a shared-prefix group)."""
+
+
+class PromptSource(Protocol):
+    """The run's prompts, by sample index."""
+
+    def prompt(self, index: int) -> Prompt:
+        """The prompt for one sample index of the run's library."""

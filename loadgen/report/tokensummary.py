@@ -1,0 +1,100 @@
+"""The token lines of summary.txt: latencies, counts, MLPerf token mode and goodput.
+
+Reads a `RunResult` only; empty for a run without token streams.
+"""
+
+from __future__ import annotations
+
+from loadgen.judge.tokenstats import TokenStats, ViewedSummary
+from loadgen.report.result import RunResult
+
+__all__ = ["TOKEN_COLUMNS", "token_lines", "token_rows"]
+
+TOKEN_COLUMNS = ("metric", "n", "p50 (ms)", "p90 (ms)", "p99 (ms)", "mean (ms)", "max (ms)",
+                 "p99 from send (ms)")
+"""The columns of `token_rows` (a row without a send view leaves the last empty)."""
+_ROWS = (("TTFT", "ttft_ns"), ("TTFO", "ttfo_ns"), ("E2E", "e2e_ns"), ("TPOT", "tpot_ns"),
+         ("ITL", "itl_ns"), ("chunk gap", "chunk_gap_ns"), ("E2E/token", "normalized_latency_ns"),
+         ("stall", "longest_stall_ns"))
+
+
+def _row(name: str, v: ViewedSummary) -> str:
+    s = v.summary
+    cells = "".join(f"{s[k] / 1e6:10.3f}" for k in ("p50", "p90", "p99", "mean", "max"))
+    line = f"  {name:<10}{cells}  n={s['count']}"
+    if v.from_send is not None and v.from_send["count"]:
+        line += (f"   from send p50 {v.from_send['p50'] / 1e6:.3f} "
+                 f"p99 {v.from_send['p99'] / 1e6:.3f}")
+    return line
+
+
+def _latency_lines(ts: TokenStats) -> list[str]:
+    lines = ["", ("Token latencies (ms, from schedule)     p50       p90       p99      mean"
+                 "       max")]
+    lines += [_row(name, ts.latencies[key]) for name, key in _ROWS
+              if ts.latencies[key].summary["count"]]
+    return lines
+
+
+def _count_lines(ts: TokenStats) -> list[str]:
+    t = ts.tokens
+    mean_in = t.input_total / t.input_known if t.input_known else 0.0
+    mean_out = t.output_total / t.requests if t.requests else 0.0
+    lines = [(f"Tokens    : input {t.input_total} (mean {mean_in:.1f}), output {t.output_total} "
+             f"(mean {mean_out:.1f}); {t.output_per_s:.1f} output tokens/s, "
+             f"{t.input_per_s:.1f} input tokens/s"),
+             (f"            per request p50 {t.output_per_s_per_request['p50']:.1f} output "
+             f"tokens/s; {t.requests} streams, {t.failed} failed ({t.partial} part-way)")]
+    d = t.discrepancy
+    if d["compared"]:
+        lines.append(f"            client vs server count: {d['compared']} compared, "
+                     f"{d['mismatched']} differ, {100 * d['relative']:.2f}% apart in all")
+    return lines
+
+
+def _mode_lines(ts: TokenStats) -> list[str]:
+    lines = []
+    for metric, es in ts.early_stopping.items():
+        held = "meets" if es.p_ns <= es.target_ns else "exceeds"
+        lines.append(f"Token mode: p{es.percentile:g} {metric.upper()} {es.p_ns / 1e6:.3f} ms "
+                     f"{held} {es.target_ns / 1e6:g} ms; early stop "
+                     f"{'passes' if es.passes else 'fails'} ({es.overlatency} over, "
+                     f"{es.max_overlatency_allowed} allowed)")
+    return lines
+
+
+def _goodput_lines(ts: TokenStats) -> list[str]:
+    g = ts.goodput
+    if not g.slos_ms:
+        return []
+    slos = ", ".join(f"{k.upper()} <= {v:g} ms" for k, v in g.slos_ms.items())
+    return [(f"Goodput   : {100 * g.attainment:.2f}% attainment ({g.good} of {g.attempted}, "
+            f"errors as misses) under {slos}; {g.requests_per_s:.2f} requests/s, "
+            f"{g.tokens_per_s:.1f} tokens/s")]
+
+
+def token_lines(result: RunResult) -> list[str]:
+    """The token section of the summary (no lines without token figures)."""
+    ts = result.stats.token_stats
+    if ts is None:
+        return []
+    return (_latency_lines(ts) + [""] + _count_lines(ts) + _mode_lines(ts)
+            + _goodput_lines(ts))
+
+
+def token_rows(result: RunResult) -> list[dict[str, object]]:
+    """One row per token latency (ms), for the HTML report; none without token figures."""
+    ts = result.stats.token_stats
+    if ts is None:
+        return []
+    rows: list[dict[str, object]] = []
+    for name, key in _ROWS:
+        v = ts.latencies[key]
+        if not v.summary["count"]:
+            continue
+        row: dict[str, object] = {"metric": name, "n": v.summary["count"]}
+        row |= {f"{k} (ms)": v.summary[k] / 1e6 for k in ("p50", "p90", "p99", "mean", "max")}
+        if v.from_send is not None:
+            row["p99 from send (ms)"] = v.from_send["p99"] / 1e6
+        rows.append(row)
+    return rows
