@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.api import run_test
+from loadgen.errors import LoadgenError
 from loadgen.plan.settings import settings_from_mapping
 
 SERVER = {"scenario": "Server", "preset": "dev", "min_duration_s": 1.0, "target_qps": 8.0,
@@ -32,3 +33,11 @@ def test_a_token_run_on_the_engine(tmp_path: Path, scheduler: str) -> None:
     assert doc["ttft_ns"]["p50"] >= doc["ttft_ns"]["from_send"]["p50"] > 0
     assert {"queue", "prefill", "decode", "server_total"} <= set(doc["components_ns"])
     assert doc["sut"]["scheduler"] == scheduler
+
+
+def test_a_run_without_a_token_workload_is_refused() -> None:
+    plain = {k: v for k, v in SERVER.items() if k not in (
+        "use_token_latencies", "ttft_latency_ms", "tpot_latency_ms", "tokenizer",
+        "input_tokens", "output_tokens", "fixed_output")} | {"target_latency_ms": 1000.0}
+    with pytest.raises(LoadgenError, match="token workload"):
+        run_test(settings_from_mapping(plain), "builtin:tiny-llm,device=cpu")
