@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from sut.llm.model import CausalShape, TinyCausalLM
@@ -18,3 +19,13 @@ def not_a_module() -> object:
 
 def no_attributes() -> nn.Module:
     return nn.Linear(2, 2)
+
+
+class _Broken(TinyCausalLM):
+    def forward(self, *args: object) -> torch.Tensor:
+        raise RuntimeError("kernel missing")
+
+
+def broken_forward() -> nn.Module:
+    """Loads, but every forward raises."""
+    return _Broken(CausalShape(layers=1, width=32, heads=2, max_positions=64))

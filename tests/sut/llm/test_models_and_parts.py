@@ -105,3 +105,9 @@ def test_serve_refuses_engine_knobs_for_a_non_llm(capsys: pytest.CaptureFixture[
     assert "--max-num-seqs is an LLM engine knob" in capsys.readouterr().err
     assert main(["serve", "--model", "tiny-llm", "--scheduler", "dynamic"]) == 2
     assert "scheduler" in capsys.readouterr().err
+
+
+def test_a_model_that_fails_its_warm_up_is_a_load_error(caplog: pytest.LogCaptureFixture) -> None:
+    engine = LLMEngine.build(f"{USER}:broken_forward", EngineConfig(device="cpu"))
+    with pytest.raises(ModelLoadError, match="kernel missing"):
+        engine.start()
