@@ -226,6 +226,10 @@ def main() -> None:
     parser.add_argument("--max-num-seqs", type=int, default=16)
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--attainment", type=float, default=0.9)
+    parser.add_argument("--ttft-steps", type=float, default=100,
+                        help="TTFT SLO in decode steps at batch max_num_seqs (default 100)")
+    parser.add_argument("--tpot-steps", type=float, default=3,
+                        help="TPOT SLO in decode steps at batch max_num_seqs (default 3)")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--decode-tokens", type=int, default=128)
@@ -250,11 +254,11 @@ def main() -> None:
           f" (range {min(ratios):.2f}-{max(ratios):.2f}; target >= 0.8x)", flush=True)
 
     step = decode_step_ns(continuous, args.max_num_seqs)
-    slo = Slo(ttft_ns=int(40 * step), tpot_ns=int(3 * step))
+    slo = Slo(ttft_ns=int(args.ttft_steps * step), tpot_ns=int(args.tpot_steps * step))
     print(f"\n1. peak rate with >= {args.attainment:.0%} of {args.requests} requests meeting"
           f" the SLO; decode step at batch {args.max_num_seqs}: {step / 1e6:.2f} ms, so"
-          f" TTFT <= {slo.ttft_ns / 1e6:.1f} ms (40 steps), TPOT <= {slo.tpot_ns / 1e6:.2f} ms"
-          " (3 steps)", flush=True)
+          f" TTFT <= {slo.ttft_ns / 1e6:.1f} ms ({args.ttft_steps:g} steps),"
+          f" TPOT <= {slo.tpot_ns / 1e6:.2f} ms ({args.tpot_steps:g} steps)", flush=True)
     work = Workload.draw(args.requests)
     capacity = args.max_num_seqs / (statistics.mean(work.outputs) * step / 1e9)
     start = capacity / 8

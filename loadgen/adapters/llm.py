@@ -89,6 +89,9 @@ class LlmSut:
 
     async def start(self, sink: CompletionSink, timers: Timers) -> None:
         """Load the model, size the KV cache, warm up and start the engine thread."""
+        if self._prompts is None:
+            raise SutError(f"{self.name} streams tokens: the run needs a token workload"
+                           " (input_tokens and output_tokens, or a dataset)")
         self._loop = asyncio.get_running_loop()
         self._sink = sink  # type: ignore[assignment]  # a collector that also streams
         try:
@@ -99,10 +102,7 @@ class LlmSut:
 
     def issue(self, query_id: int, sample_indices: np.ndarray) -> None:
         """Submit each sample as one engine request; never blocks."""
-        if self._prompts is None:
-            raise SutError(f"{self.name} streams tokens: the run needs a token workload"
-                           " (input_tokens/output_tokens or a dataset)")
-        assert self._engine is not None
+        assert self._engine is not None and self._prompts is not None
         query = _Query(len(sample_indices))
         for index in sample_indices:
             prompt = self._prompts.prompt(int(index))

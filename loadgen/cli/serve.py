@@ -72,7 +72,7 @@ def _add_engine_knobs(p: argparse.ArgumentParser) -> None:
     """One flag per LLM engine knob, `--max-num-seqs N` for `max_num_seqs`."""
     import dataclasses
 
-    from sut.llm.config import EngineConfig
+    from sut.llm.config import KNOB_HELP, EngineConfig
 
     group = p.add_argument_group("LLM engine (tiny-llm, small-llm, causal:...); see README")
     for field in dataclasses.fields(EngineConfig):
@@ -80,10 +80,10 @@ def _add_engine_knobs(p: argparse.ArgumentParser) -> None:
         if field.type == "bool":
             group.add_argument(flag, dest=f"llm_{field.name}", default=None,
                                action=argparse.BooleanOptionalAction,
-                               help=f"(default {field.default})")
+                               help=f"{KNOB_HELP[field.name]} (default {field.default})")
         else:
             group.add_argument(flag, dest=f"llm_{field.name}", default=None, metavar="V",
-                               help=f"(default {field.default})")
+                               help=f"{KNOB_HELP[field.name]} (default {field.default})")
 
 
 def _engine_flags(args: argparse.Namespace) -> dict[str, str]:

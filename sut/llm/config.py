@@ -29,9 +29,30 @@ from dataclasses import dataclass
 
 from sut.errors import ConfigError
 
-__all__ = ["DTYPES", "EngineConfig", "parse_engine_options"]
+__all__ = ["DTYPES", "KNOB_HELP", "EngineConfig", "parse_engine_options"]
 
 DTYPES = ("bfloat16", "float16", "float32", "float64")
+
+
+KNOB_HELP = {
+    "max_num_seqs": "sequences running at once",
+    "max_num_batched_tokens": "tokens one step computes (decodes + prefill chunks)",
+    "block_size": "tokens per KV block",
+    "num_kv_blocks": "KV blocks (default: from gpu_memory_utilization on cuda, else enough"
+                     " for max_num_seqs full sequences within 256 MiB)",
+    "gpu_memory_utilization": "fraction of free GPU memory the KV cache may take",
+    "enable_chunked_prefill": "prefill long prompts in chunks within the step budget",
+    "enable_prefix_caching": "reuse full KV blocks of earlier prompts",
+    "stream_interval": "tokens between stream emits",
+    "scheduler": "continuous (iteration-level) or static (request-level)",
+    "scheduling_policy": "fcfs or priority (lower value first)",
+    "max_waiting": "requests waiting at most; one more gets 429",
+    "max_model_len": "longest prompt + output (default: the model's positions)",
+    "device": "auto, cpu, cuda or cuda:N",
+    "dtype": "float32, float16, bfloat16 or float64",
+    "seed": "the weights' seed",
+    "trace_steps": "steps kept in the per-step trace (/debug/steps)",
+}
 
 
 @dataclass(frozen=True, slots=True)

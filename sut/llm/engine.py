@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import torch
 
-from sut.errors import InvalidInput, Overloaded, SutError
+from sut.errors import InvalidInput, ModelLoadError, Overloaded, SutError
 from sut.llm.blocks import BlockManager, chain_hash
 from sut.llm.config import EngineConfig
 from sut.llm.model import kv_shape, load_causal_model
@@ -97,16 +97,26 @@ class LLMEngine:
     # -- the caller's side (any thread) --------------------------------------------------
 
     def start(self) -> None:
-        """Warm the model up with one short request, then start the step loop."""
+        """Start the step loop and warm the model up with one short request;
+        ModelLoadError when the warm-up fails."""
         if self._thread is not None:
             return
         self._thread = threading.Thread(target=self._loop, name="llm-engine", daemon=True)
         observer, self.observer = self.observer, None  # the warm-up is not served work
         self._thread.start()
         warm = threading.Event()
-        self.submit([BOS, 65], SamplingParams(max_tokens=2, ignore_eos=True),
-                    lambda d: warm.set() if d.finished else None)
-        warm.wait(120)
+        ended: list[Delta] = []
+
+        def on_warm(delta: Delta) -> None:
+            if delta.finished:
+                ended.append(delta)
+                warm.set()
+
+        self.submit([BOS, 65], SamplingParams(max_tokens=2, ignore_eos=True), on_warm)
+        if not warm.wait(300) or ended[0].finish_reason != "length":
+            reason = ended[0].error if ended else "no answer within 300 s"
+            self.stop()
+            raise ModelLoadError(f"{self.model_name}: the warm-up failed: {reason}")
         self.steps = 0
         self.trace.clear()
         self.observer = observer
@@ -211,7 +221,7 @@ class LLMEngine:
         began = time.perf_counter_ns()
         plan = self.scheduler.schedule()
         if not plan.work:
-            if self._live and not self.scheduler.running:
+            if self._live and not self.scheduler.running and not plan.preempted:
                 raise SutError("no request can be scheduled: the KV cache is too small")
             return
         for seq, _ in plan.work:

@@ -19,6 +19,7 @@ With a token set, every path but the health checks needs `Authorization: Bearer 
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import itertools
 import json
@@ -202,9 +203,10 @@ async def _answer(request: web.Request, generation: Generation,
             return await _stream(request, stream, generation, wire)
         parts: list[str] = []
         last: Delta | None = None
-        async for delta in stream.deltas():
-            parts.append(delta.text)
-            last = delta
+        async with contextlib.aclosing(stream.deltas()) as deltas:
+            async for delta in deltas:
+                parts.append(delta.text)
+                last = delta
         assert last is not None
         if last.error is not None:
             raise SutError(f"generation failed: {last.error}")
@@ -225,19 +227,27 @@ async def _stream(request: web.Request, stream: RequestStream, generation: Gener
                                            "Cache-Control": "no-cache",
                                            "X-Request-Id": wire.id})
     await response.prepare(request)
-    if wire.kind == "chat":
-        await response.write(_event(wire.role_chunk()))
-    async for delta in stream.deltas():  # a write to a closed client raises: cancel
-        if delta.error is not None:
-            await response.write(_event({"error": {
-                "message": f"generation failed: {delta.error}", "type": "InternalServerError",
-                "code": 500}}))
-            break
-        if delta.text or delta.finished or delta.new_tokens:
-            await response.write(_event(wire.chunk(delta, generation.continuous_usage)))
-        if delta.finished and generation.include_usage and wire.kind != "generate":
-            await response.write(_event(wire.usage_chunk(delta)))
-    if wire.kind != "generate":
-        await response.write(_event("[DONE]"))
-    await response.write_eof()
+    try:
+        if wire.kind == "chat":
+            await response.write(_event(wire.role_chunk()))
+        async with contextlib.aclosing(stream.deltas()) as deltas:  # closing early cancels
+            async for delta in deltas:
+                await _write_delta(response, delta, generation, wire)
+        if wire.kind != "generate":
+            await response.write(_event("[DONE]"))
+        await response.write_eof()
+    except ConnectionResetError:  # the client went away; its request is cancelled
+        pass
     return response
+
+
+async def _write_delta(response: web.StreamResponse, delta: Delta, generation: Generation,
+                       wire: WireFormat) -> None:
+    if delta.error is not None:
+        await response.write(_event({"error": {
+            "message": f"generation failed: {delta.error}", "type": "InternalServerError",
+            "code": 500}}))
+        return
+    await response.write(_event(wire.chunk(delta, generation.continuous_usage)))
+    if delta.finished and generation.include_usage and wire.kind != "generate":
+        await response.write(_event(wire.usage_chunk(delta)))

@@ -75,13 +75,15 @@ class ModelRunner:
     def batch(self, work: Seq[tuple[Sequence, int]]) -> tuple[torch.Tensor, torch.Tensor,
                                                                PagedBatch]:
         """Tokens, positions and the paged view for `work` (sequence, new tokens)."""
+        widest = max(len(seq.blocks) for seq, _ in work)
+        tables = [seq.blocks + [0] * (widest - len(seq.blocks)) for seq, _ in work]
+        if all(count == 1 for _, count in work):
+            return self._decode_batch(work, tables)
         size = self.block_size
         tokens: list[int] = []
         positions: list[int] = []
         slots: list[int] = []
         longest = max(n for _, n in work)
-        widest = max(len(seq.blocks) for seq, _ in work)
-        tables: list[list[int]] = []
         query_index: list[list[int]] = []
         query_positions: list[list[int]] = []
         rows: list[int] = []
@@ -93,18 +95,32 @@ class ModelRunner:
             positions.extend(span)
             blocks = seq.blocks
             slots.extend(blocks[p // size] * size + p % size for p in span)
-            tables.append(blocks + [0] * (widest - len(blocks)))
             pad = longest - count
             query_index.append(list(range(start, start + count)) + [0] * pad)
             query_positions.append(list(span) + [0] * pad)
             rows.extend(range(b * longest, b * longest + count))
+        flat = self._put([tokens, positions, slots, rows])
+        padded = self._put([query_index, query_positions])
+        paged = PagedBatch(self.kv, flat[2], self._put(tables), padded[0], padded[1], flat[3])
+        return flat[0], flat[1], paged
 
-        def put(values: list[int] | list[list[int]]) -> torch.Tensor:
-            return torch.tensor(values, dtype=torch.long).to(self.device, non_blocking=True)
+    def _decode_batch(self, work: Seq[tuple[Sequence, int]],
+                      tables: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, PagedBatch]:
+        """One new token per sequence (the common step): two host-to-device copies."""
+        size = self.block_size
+        positions = [seq.computed for seq, _ in work]
+        tokens = [seq.prompt[p] if p < len(seq.prompt) else seq.output[p - len(seq.prompt)]
+                  for (seq, _), p in zip(work, positions, strict=True)]
+        slots = [seq.blocks[p // size] * size + p % size
+                 for (seq, _), p in zip(work, positions, strict=True)]
+        flat = self._put([tokens, positions, slots, list(range(len(work)))])
+        rows = flat[3]
+        paged = PagedBatch(self.kv, flat[2], self._put(tables), rows[:, None], flat[1][:, None],
+                           rows)
+        return flat[0], flat[1], paged
 
-        paged = PagedBatch(self.kv, put(slots), put(tables), put(query_index),
-                           put(query_positions), put(rows))
-        return put(tokens), put(positions), paged
+    def _put(self, values: list[list[int]] | list[list[list[int]]]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.long).to(self.device, non_blocking=True)
 
     def step(self, work: Seq[tuple[Sequence, int]]) -> tuple[list[int], int]:
         """Run `work`; the sampled token of each sequence whose tokens are now all computed

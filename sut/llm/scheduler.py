@@ -49,8 +49,11 @@ class Scheduler:
 
     def add(self, seq: Sequence) -> None:
         """Queue a new (or preempted) sequence in policy order."""
-        keys = [self._key(s) for s in self.waiting]
-        self.waiting.insert(bisect.bisect(keys, self._key(seq)), seq)
+        self._insert(self.waiting, seq)
+
+    def _insert(self, queue: list[Sequence], seq: Sequence) -> None:
+        keys = [self._key(s) for s in queue]
+        queue.insert(bisect.bisect(keys, self._key(seq)), seq)
 
     def remove(self, seq: Sequence) -> None:
         """Take a sequence out (finished or cancelled) and free its blocks."""
@@ -67,7 +70,7 @@ class Scheduler:
         budget = self.config.max_num_batched_tokens
         chunked = self.config.enable_chunked_prefill
         for seq in list(self.running):
-            if seq not in self.running or budget == 0:
+            if budget == 0 or (plan.preempted and seq in plan.preempted):
                 continue  # preempted as a victim earlier in this loop
             want = seq.num_tokens - seq.computed
             if want > budget and not chunked:
@@ -84,7 +87,7 @@ class Scheduler:
             if tokens == 0:
                 break
             seq = self.waiting.pop(0)
-            self.running.append(seq)
+            self._insert(self.running, seq)
             plan.work.append((seq, tokens))
             plan.admitted += 1
             budget -= tokens

@@ -8,7 +8,7 @@ that went away) cancels the request, which frees its KV blocks.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from sut.llm.engine import LLMEngine
 from sut.llm.protocol import Generation
@@ -34,7 +34,7 @@ class RequestStream:
         except RuntimeError:  # the loop has closed
             pass
 
-    async def deltas(self) -> AsyncIterator[Delta]:
+    async def deltas(self) -> AsyncGenerator[Delta, None]:
         """Every delta up to the last; a consumer that stops early cancels the request."""
         try:
             while not self.finished:

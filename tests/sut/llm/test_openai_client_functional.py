@@ -37,8 +37,9 @@ def _client_python() -> Path:
         return python
     try:
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
-        subprocess.run([python, "-m", "pip", "install", "-q", OPENAI], check=True,
-                       timeout=600, capture_output=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "--retries", "1",
+                        "--timeout", "15", OPENAI], check=True, timeout=600,
+                       capture_output=True)
     except (OSError, subprocess.SubprocessError) as exc:
         pytest.skip(f"cannot make the openai client's virtualenv at {VENV}: {exc}")
     marker.write_text(OPENAI)
