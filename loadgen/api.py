@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.engine.processes import run_processes
+from loadgen.engine.processes import WORKERS_DIR, LocalProcesses, merge_logs
 from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome, run_loop, run_session
+from loadgen.engine.workers.base import Engine
+from loadgen.engine.workers.driver import run_workers
 from loadgen.errors import SettingsError
+from loadgen.judge.distributed import distributed_verdict
 from loadgen.judge.stats import summarize
 from loadgen.judge.verdict import evaluate, headline
 from loadgen.plan.plan import RunPlan
@@ -41,14 +44,17 @@ class Monitor(Protocol):
 
 
 def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
-          workers: dict[str, object] | None = None) -> RunResult:
+          workers: dict[str, object] | None = None,
+          distributed: dict[str, Any] | None = None) -> RunResult:
     """Summarize and judge a session's outcome: the run's result."""
     stats = summarize(plan, outcome.tally, outcome.accuracy)
-    verdict = evaluate(plan, stats, tuple(warnings))
+    reasons, spread_warnings = ([], []) if distributed is None else distributed_verdict(
+        plan, distributed)
+    verdict = evaluate(plan, stats, (*warnings, *spread_warnings), tuple(reasons))
     return RunResult(settings=plan.settings, plan=plan.as_dict(), stats=stats, verdict=verdict,
                      headline=headline(plan, stats), sut=outcome.sut,
                      environment=environment(), schedule=describe_schedule(plan),
-                     workers=workers)
+                     workers=workers, distributed=distributed)
 
 
 async def run_async(settings: TestSettings, sut: SystemUnderTest,
@@ -86,23 +92,30 @@ def run_test(settings: TestSettings | RunPlan, sut: SystemUnderTest | str,
              out_dir: Path | None = None,
              progress: Callable[[Progress], None] | None = None,
              monitors: Sequence[Monitor] = (),
-             warnings: Sequence[str] = ()) -> RunResult:
+             warnings: Sequence[str] = (),
+             engine: Engine | None = None) -> RunResult:
     """Run one test to completion; with `out_dir`, write the run directory there.
 
     `settings` may be given already planned (`RunPlan.of`). `sut` is an adapter,
-    or a `--sut` SPEC string; `settings.workers` load processes need the spec,
-    since each builds its own adapter from it.
+    or a `--sut` SPEC string; `settings.workers` load workers need the spec,
+    since each builds its own adapter from it. They run as local processes, or
+    on `engine` (a `RayEngine`, say) when one is given.
     """
     plan = settings if isinstance(settings, RunPlan) else RunPlan.of(settings)
     settings = plan.settings
-    if settings.workers > 1:
+    if settings.workers > 1 or engine is not None:
         if not isinstance(sut, str):
-            raise SettingsError([(f"workers: {settings.workers} load processes need a SUT spec "
+            raise SettingsError([(f"workers: {settings.workers} load workers need a SUT spec "
                                   "string (each builds its own adapter)")])
         if monitors:
             raise SettingsError(["workers: live metrics read one process; use workers = 1"])
-        outcome, workers = run_processes(plan, sut, out_dir, progress)
-        result = judge(plan, outcome, warnings, workers)
+        if engine is not None and not plan.open_loop:
+            raise SettingsError([("workers: only open-loop runs (a schedule) spread over "
+                                 f"an engine; this one is {plan.issue_mode}")])
+        spread = run_workers(plan, sut, engine or LocalProcesses(), out_dir, progress)
+        if out_dir is not None and (out_dir / WORKERS_DIR).is_dir():
+            merge_logs(out_dir, settings.workers)
+        result = judge(plan, spread.outcome, warnings, spread.workers, spread.distributed)
     else:
         if isinstance(sut, str):
             from loadgen.adapters.registry import make_sut

@@ -67,8 +67,7 @@ class Runner:
         offsets: Iterator[np.ndarray] | None,
         samples: Iterator[np.ndarray],
         progress: Callable[[Progress], None] | None = None,
-        first_id: int = 0,
-        id_step: int = 1,
+        ids: Iterator[int] | None = None,
     ) -> None:
         self.plan = plan
         self.sut = sut
@@ -83,7 +82,7 @@ class Runner:
         self._waiter: asyncio.Future[None] | None = None
         self._stop = False
         self._closed = False
-        self._ids = itertools.count(first_id, id_step)  # several processes number apart
+        self._ids = itertools.count() if ids is None else ids  # a share: its global ids
         self._start_ns = 0
         self._next_progress_ns = 0
         self._t0 = 0  # open loop: the clock origin of the plan's offsets

@@ -26,7 +26,7 @@ from loadgen.engine.runner import Progress, Runner
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.qsl import accuracy_queries
-from loadgen.plan.schedule import partition, plan_queries
+from loadgen.plan.schedule import plan_queries, thin
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.querylog import QueryLog
@@ -43,7 +43,7 @@ Gate = Callable[[dict[str, Any]], Awaitable[int]]
 
 @dataclass(frozen=True, slots=True)
 class Share:
-    """Load process `index` of `count` issues queries index, index + count, ... of the plan."""
+    """Load process `index` of `count` issues its seeded-thinning share of the plan."""
 
     index: int = 0
     count: int = 1
@@ -78,11 +78,10 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
     with `log_dir` every query's stamps stream to the query log there.
     """
     collector = new_collector(plan)
-    queries = plan_queries(plan)
+    queries, ids = plan_queries(plan), None
     if share.count > 1:
-        queries = partition(queries, share.index, share.count)
-    runner = Runner(plan, sut, collector, *queries, progress,
-                    first_id=share.index, id_step=share.count)
+        queries, ids = thin(queries, plan.settings.schedule_rng_seed, share.index, share.count)
+    runner = Runner(plan, sut, collector, *queries, progress, ids=ids)
     collector.on_finish = runner.query_finished
     try:
         await sut.start(collector, runner)

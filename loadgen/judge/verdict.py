@@ -29,6 +29,8 @@ class ReasonCode(enum.StrEnum):
     EARLY_STOPPING = "early_stopping"
     ISSUE_LAG = "issue_lag"
     ACCURACY = "accuracy"
+    CLOCK_SKEW = "clock_skew"  # several workers: their start skew bound is too wide
+    WORKER_LOST = "worker_lost"  # several workers: one was lost mid-run
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,9 +187,11 @@ def _warnings(p: RunPlan, r: RunStats) -> list[str]:
     return out
 
 
-def evaluate(p: RunPlan, r: RunStats, extra_warnings: tuple[str, ...] = ()) -> Verdict:
-    """Apply every rule; any reason makes the run INVALID."""
+def evaluate(p: RunPlan, r: RunStats, extra_warnings: tuple[str, ...] = (),
+             extra_reasons: tuple[Reason, ...] = ()) -> Verdict:
+    """Apply every rule; any reason (or extra one, found outside the stats) makes it INVALID."""
     reasons = tuple(reason for rule in RULES if (reason := rule(p, r)) is not None)
+    reasons += extra_reasons
     return Verdict(not reasons, reasons, extra_warnings + tuple(_warnings(p, r)))
 
 

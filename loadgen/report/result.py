@@ -10,7 +10,8 @@ Schema (version 2), every latency in integer nanoseconds:
     query_latency_ns   (p50 p90 p95 p99 p999 mean min max count each; latency_ns counts
         from the scheduled time), target_latency_at_ns, components_ns{name: summary + share},
     batch_sizes{size: count}, early_stopping{...}, accuracy (accuracy mode), timeline[],
-    steps[], histograms{name: HDR V2 base64}, workers (several load processes)
+    steps[], histograms{name: HDR V2 base64}, workers (several load processes),
+    distributed (several workers: engine, clocks, skew bound, lost workers)
 
 Version 1 lacked `plan`, `reason_codes` and `target_latency_at_ns`; it still reads
 (the codes are recovered from the reasons' prose, which version 1 wrote the same way).
@@ -55,6 +56,7 @@ class RunResult:
     environment: dict[str, Any]
     schedule: dict[str, Any]
     workers: dict[str, Any] | None = None
+    distributed: dict[str, Any] | None = None
 
     @property
     def valid(self) -> bool:
@@ -88,6 +90,8 @@ class RunResult:
                                "samples": accuracy.samples}
         if self.workers is not None:
             doc["workers"] = self.workers
+        if self.distributed is not None:
+            doc["distributed"] = self.distributed
         return doc
 
     @classmethod
@@ -106,6 +110,7 @@ class RunResult:
             environment=dict(doc.get("environment") or {}),
             schedule=dict(doc.get("schedule") or {}),
             workers=doc.get("workers"),
+            distributed=doc.get("distributed"),
         )
 
 
