@@ -71,10 +71,13 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
                       progress: Callable[[Progress], None] | None = None,
                       log_dir: Path | None = None,
                       started: Callable[[Collector], None] | None = None,
-                      gate: Gate | None = None) -> SessionOutcome:
+                      gate: Gate | None = None,
+                      interrupts: Callable[[Callable[[], None]], None] | None = None,
+                      ) -> SessionOutcome:
     """Run one plan (or one share of it) against a SUT on the running loop.
 
     `started` sees the collector once the SUT has started (live monitors);
+    `interrupts` is handed the run's Ctrl-C (for a worker off the main thread);
     with `log_dir` every query's stamps stream to the query log there.
     """
     collector = new_collector(plan)
@@ -83,12 +86,14 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         queries, ids = thin(queries, plan.settings.schedule_rng_seed, share.index, share.count)
     runner = Runner(plan, sut, collector, *queries, progress, ids=ids)
     collector.on_finish = runner.query_finished
+    if interrupts is not None:
+        interrupts(runner.interrupt)
     try:
         await sut.start(collector, runner)
     except Exception as exc:
         raise SutError(f"SUT {sut.name!r} failed to start: {exc}") from exc
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
         loop.add_signal_handler(signal.SIGINT, runner.interrupt)
     try:
         if started is not None:
@@ -106,7 +111,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         gc.unfreeze()
         if collector.log is not None:
             collector.log.close()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
             loop.remove_signal_handler(signal.SIGINT)
         await sut.stop()
     return SessionOutcome(collector.tally(times), sut.describe(), _score(plan, sut, collector),

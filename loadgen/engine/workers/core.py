@@ -36,6 +36,12 @@ class WorkerCore:
         self.send = send
         self.collector: Collector | None = None
         self.late_ns = 0
+        self._interrupt: Callable[[], None] | None = None
+
+    def interrupt(self) -> None:
+        """Stop issuing now (Ctrl-C at the driver); the session drains and reports."""
+        if self._interrupt is not None:
+            self._interrupt()
 
     async def run(self, release: Callable[[], Awaitable[int]]) -> None:
         """The whole session; `release` waits for the start deadline (this host's clock)."""
@@ -52,12 +58,15 @@ class WorkerCore:
 
         outcome = await run_session(self.plan, make_sut(self.spec), share=self.share,
                                     progress=self._report, log_dir=self.log_dir,
-                                    started=started, gate=gate)
+                                    started=started, gate=gate, interrupts=self._take_interrupt)
         assert self.collector is not None
         self.send(DONE, {"tally": outcome.tally.encode(), "cpu_s": outcome.cpu_s,
                          "late_ns": self.late_ns, "issued": self.collector.issued,
                          "progress": _progress(self.collector, outcome.tally.times.end_ns
                                                - outcome.tally.times.start_ns)})
+
+    def _take_interrupt(self, interrupt: Callable[[], None]) -> None:
+        self._interrupt = interrupt
 
     def _report(self, p: Progress) -> None:
         """A progress tick: the tally so far (the windows and histograms up to now)."""
