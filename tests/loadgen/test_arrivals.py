@@ -9,7 +9,7 @@ import pytest
 from loadgen.errors import SettingsError
 from loadgen.plan.arrivals import Burst, Constant, Gamma, Poisson, Steps, Trace
 from loadgen.plan.plan import RunPlan, arrival_for
-from loadgen.plan.schedule import open_loop_offsets, plan_queries
+from loadgen.plan.schedule import open_loop_offsets
 from loadgen.plan.settings import load_settings
 from loadgen.plan.tracefile import read_schedule, read_trace
 
