@@ -171,7 +171,7 @@ def _spread(plan: RunPlan, engine: Engine, tracks: list[_Track], t0: int) -> Spr
                           for c in clocks])
     distributed = {**engine.describe(), "split": "seeded thinning",
                    "hosts": len({t.where.host for t in tracks}),
-                   "start_margin_ns": START_MARGIN_NS, "skew_bound_ns": skew,
+                   "start_ns": t0, "start_margin_ns": START_MARGIN_NS, "skew_bound_ns": skew,
                    "workers": clocks, "lost": lost}
     workers = {"count": count, "split": "seeded thinning of the global schedule",
                "per_worker": [_load_figures(t, tally) for t, tally in parts]}
@@ -212,8 +212,10 @@ def _load_figures(t: _Track, tally: Tally) -> dict[str, Any]:
         tally.histograms["latency_ns"])
     span_s = max((times.issue_end_ns - times.measure_start_ns) / 1e9, 1e-9)
     wall_s = max((times.end_ns - times.start_ns) / 1e9, 1e-9)
-    cpu_s = float((t.last or {}).get("cpu_s", 0.0))
-    return {"index": t.worker.index, "host": t.where.host, "queries": tally.queries,
+    assert t.last is not None, "only a worker that reported has figures"
+    cpu_s = float(t.last.get("cpu_s", 0.0))
+    return {"index": t.worker.index, "host": t.where.host, "issued": int(t.last["issued"]),
+            "queries": tally.queries,
             "errors": sum(tally.errors_by_kind.values()), "qps_scheduled": lag["count"] / span_s,
             "cpu_s": round(cpu_s, 3), "cpu_share": round(cpu_s / wall_s, 3),
             "issue_lag_ns": {"p50": lag["p50"], "p99": lag["p99"], "max": lag["max"]},
