@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.cli.exits import EXIT_MISMATCH
+from loadgen.cli.spread import add_spread_options, launcher, spread_engine, workers_overrides
 
 __all__ = ["SUT_HELP", "add_parsers"]
 
@@ -47,11 +48,13 @@ def _find_peak(args: argparse.Namespace) -> int:
     from loadgen.plan.settings import load_settings
     from loadgen.report.html import build_report
 
-    settings = load_settings(args.file, args.overrides)
+    settings = load_settings(args.file, args.overrides + workers_overrides(args))
     cfg = SearchConfig(start_qps=args.start_qps or settings.target_qps, min_qps=args.min_qps,
                        max_qps=args.max_qps, tolerance=args.tolerance, repeats=args.repeats,
                        min_queries=args.min_queries)
-    doc = find_peak(settings, args.sut, args.out, cfg, args.budget_s, log=_log(args))
+    with spread_engine(args) as engine:
+        doc = find_peak(settings, args.sut, args.out, cfg, args.budget_s, launcher(engine),
+                        log=_log(args))
     report = build_report(args.out)
     print(doc["headline"])
     print(f"wrote {args.out / 'peak.json'}, {args.out / 'probes.csv'} and {report}")
@@ -63,9 +66,11 @@ def _sweep(args: argparse.Namespace) -> int:
     from loadgen.plan.settings import load_settings
     from loadgen.report.html import build_report
 
-    settings = load_settings(args.file, args.overrides)
+    settings = load_settings(args.file, args.overrides + workers_overrides(args))
     axes = [parse_axis(g) for g in args.grid]
-    doc = run_sweep(settings, args.sut, axes, args.launches, args.out, log=_log(args))
+    with spread_engine(args) as engine:
+        doc = run_sweep(settings, args.sut, axes, args.launches, args.out, launcher(engine),
+                        log=_log(args))
     report = build_report(args.out)
     for point in doc["points"]:
         print(_noisy(point) + point["headline"])
@@ -115,6 +120,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--tolerance", type=float, default=0.02, help="bracket width / high to stop")
     p.add_argument("--repeats", type=int, default=2, help="trials at each end of the bracket")
     p.add_argument("--min-queries", type=int, default=10_000, help="queries per probe, at least")
+    add_spread_options(p, workers=True)
     p.set_defaults(handler=_find_peak)
 
     p = sub.add_parser("sweep", help="grid of settings and SUT knobs, N launches per point")
@@ -123,6 +129,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="a settings key, sut.KEY for a SUT option, or batcher.KEY for a "
                         "knob of a remote `loadgen serve`, retuned live (repeatable: product)")
     p.add_argument("--launches", type=int, default=3, help="independent launches per point")
+    add_spread_options(p, workers=True)
     p.set_defaults(handler=_sweep)
 
     p = sub.add_parser("report", help="rebuild DIR/report.html from saved results")

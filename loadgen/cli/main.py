@@ -18,6 +18,7 @@ from loadgen.cli.analysis import add_parsers as _add_analysis
 from loadgen.cli.calibrate import add_parser as _add_calibrate
 from loadgen.cli.exits import EXIT_ERROR, EXIT_INVALID, EXIT_USAGE, EXIT_VALID
 from loadgen.cli.serve import add_parser as _add_serve
+from loadgen.cli.spread import add_spread_options, spread_engine
 from loadgen.errors import LoadgenError, SettingsError, SutSpecError
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--prometheus-port", metavar="[HOST:]PORT",
                    help="serve live metrics on /metrics during the run (host 127.0.0.1)")
     p.add_argument("--pushgateway", metavar="URL", help="push the final metrics there")
+    add_spread_options(p)
     p.set_defaults(handler=_run)
 
 
@@ -76,8 +78,9 @@ def _run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else ProgressLines(plan)
     if progress is not None:
         progress.announce()
-    with monitors_for(args.prometheus_port, args.pushgateway) as monitors:
-        result = run_test(plan, args.sut, args.out, progress, monitors, warnings)
+    with monitors_for(args.prometheus_port, args.pushgateway) as monitors, \
+            spread_engine(args) as engine:
+        result = run_test(plan, args.sut, args.out, progress, monitors, warnings, engine)
     report = build_report(args.out)
     if not args.quiet:
         print(render_summary(result), end="")

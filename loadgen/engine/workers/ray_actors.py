@@ -216,14 +216,15 @@ class RayEngine:
                 "nodes": self._nodes, "address": self.address}
 
     def close(self) -> None:
-        """Kill the actors; shut down a Ray instance this engine started."""
+        """Kill this run's actors (the Ray connection stays, for the next run)."""
         ray = self._ray
-        if ray is None:
-            return
         for a in self._actors:
             with contextlib.suppress(Exception):
                 ray.kill(a)
         self._actors = []
-        if self._owns:
-            ray.shutdown()
+
+    def shutdown(self) -> None:
+        """Leave Ray; stop the Ray instance if this engine started it."""
+        if self._ray is not None and self._owns:
+            self._ray.shutdown()
             self._owns = False
