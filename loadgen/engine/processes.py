@@ -160,6 +160,7 @@ class LocalProcesses:
     def start(self, plan: RunPlan, spec: str, out_dir: Path | None) -> list[Any]:
         ctx = multiprocessing.get_context("spawn")
         count = plan.settings.workers
+        self._procs = []  # an engine runs one run at a time, and may run many
         for i in range(count):
             mine, theirs = ctx.Pipe()
             log_dir = None if out_dir is None else out_dir / WORKERS_DIR / str(i)
