@@ -5,6 +5,7 @@
     builtin:MODEL[,key=value...]          the serving harness, in process
     http[s]://HOST:PORT/MODEL[?k=v&...]   Open Inference Protocol over HTTP (adapters.http)
     grpc[s]://HOST:PORT/MODEL[?k=v&...]   Open Inference Protocol over gRPC (adapters.grpc)
+    replicas:POLICY:SPEC;SPEC[;...]       several endpoints, spread (adapters.replicas)
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from loadgen.errors import SutSpecError, suggest
 __all__ = ["SPEC_FORMS", "make_sut"]
 
 SPEC_FORMS = ("null | sim:service=DIST:TIME[,servers=N,...] | builtin:MODEL[,key=value...] | "
-              "http[s]://HOST:PORT/MODEL[?key=value&...] | grpc[s]://HOST:PORT/MODEL[?...]")
+              "http[s]://HOST:PORT/MODEL[?key=value&...] | grpc[s]://HOST:PORT/MODEL[?...] | "
+              "replicas:POLICY:SPEC;SPEC[;...]")
 """Every --sut SPEC kind, for help texts and errors."""
+
+
+_KINDS = ("null", "sim", "builtin", "http", "https", "grpc", "grpcs", "replicas")
 
 
 def make_sut(spec: str) -> SystemUnderTest:
@@ -40,5 +45,9 @@ def make_sut(spec: str) -> SystemUnderTest:
         from loadgen.adapters.grpc import GrpcSut
 
         return GrpcSut.from_spec(spec)
+    if kind == "replicas":
+        from loadgen.adapters.replicas import ReplicaSet
+
+        return ReplicaSet.from_spec(rest, make_sut)
     raise SutSpecError(f"--sut {spec!r}: expected one of {SPEC_FORMS}"
-                       f"{suggest(kind, ('null', 'sim', 'builtin', 'http', 'https', 'grpc', 'grpcs'))}")
+                       f"{suggest(kind, _KINDS)}")

@@ -61,6 +61,7 @@ class WorkerCore:
                                     started=started, gate=gate, interrupts=self._take_interrupt)
         assert self.collector is not None
         self.send(DONE, {"tally": outcome.tally.encode(), "cpu_s": outcome.cpu_s,
+                         "sut": outcome.sut,
                          "late_ns": self.late_ns, "issued": self.collector.issued,
                          "progress": _progress(self.collector, outcome.tally.times.end_ns
                                                - outcome.tally.times.start_ns)})

@@ -175,7 +175,35 @@ def _spread(plan: RunPlan, engine: Engine, tracks: list[_Track], t0: int) -> Spr
                    "workers": clocks, "lost": lost}
     workers = {"count": count, "split": "seeded thinning of the global schedule",
                "per_worker": [_load_figures(t, tally) for t, tally in parts]}
-    return Spread(SessionOutcome(merged, tracks[0].described, None, cpu), workers, distributed)
+    return Spread(SessionOutcome(merged, _sut(tracks), None, cpu), workers, distributed)
+
+
+def _sut(tracks: list[_Track]) -> dict[str, Any]:
+    """The SUT's description: the first worker's at its end; a replica set's per-replica
+    counts are summed over the workers that finished."""
+    finals = [t.last["sut"] for t in tracks if t.done and t.last and "sut" in t.last]
+    if not finals:
+        return tracks[0].described
+    first = dict(finals[0])
+    if "replicas" in first and all(len(f.get("replicas", ())) == len(first["replicas"])
+                                   for f in finals):
+        first["replicas"] = [_sum_counts([f["replicas"][i] for f in finals])
+                             for i in range(len(first["replicas"]))]
+    return first
+
+
+def _sum_counts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One replica's figures over several workers: counts added, maxima kept, mean weighed."""
+    out = dict(parts[0])
+    answered = [p["done"] + p["failed"] for p in parts]
+    for key in ("issued", "done", "failed"):
+        out[key] = sum(p[key] for p in parts)
+    for key in ("max_outstanding", "service_latency_max_ns"):
+        out[key] = max(p[key] for p in parts)
+    total = sum(answered)
+    out["service_latency_mean_ns"] = sum(p["service_latency_mean_ns"] * n for p, n in zip(
+        parts, answered, strict=True)) // total if total else 0
+    return out
 
 
 def _clock_figures(t: _Track) -> dict[str, Any]:
