@@ -35,7 +35,7 @@ def test_the_spec_names_a_policy_and_two_or_more_specs():
 
 
 def test_round_robin_takes_each_in_turn_and_random_spreads_about_evenly():
-    outcome, reps = _run("replicas:round_robin:null;null;null")
+    _, reps = _run("replicas:round_robin:null;null;null")
     issued = [r["issued"] for r in reps]
     assert max(issued) - min(issued) <= 1 and sum(issued) == sum(r["done"] for r in reps) > 0
     assert all(r["failed"] == 0 and r["sut"] == "null" for r in reps)
