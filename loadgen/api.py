@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.engine.processes import WORKERS_DIR, LocalProcesses, merge_logs
@@ -18,6 +18,7 @@ from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome, run_loop, run_session
 from loadgen.engine.workers.base import Engine
 from loadgen.engine.workers.driver import run_workers
+from loadgen.engine.workers.live import LiveView
 from loadgen.errors import SettingsError
 from loadgen.judge.distributed import distributed_verdict
 from loadgen.judge.stats import summarize
@@ -107,15 +108,20 @@ def run_test(settings: TestSettings | RunPlan, sut: SystemUnderTest | str,
         if not isinstance(sut, str):
             raise SettingsError([(f"workers: {settings.workers} load workers need a SUT spec "
                                   "string (each builds its own adapter)")])
-        if monitors:
-            raise SettingsError(["workers: live metrics read one process; use workers = 1"])
         if engine is not None and not plan.open_loop:
             raise SettingsError([("workers: only open-loop runs (a schedule) spread over "
                                  f"an engine; this one is {plan.issue_mode}")])
-        spread = run_workers(plan, sut, engine or LocalProcesses(), out_dir, progress)
+        def live(view: LiveView) -> None:  # merged reports, read like a collector
+            for monitor in monitors:
+                monitor.start(plan, cast(SystemUnderTest, view), cast(Collector, view))
+
+        spread = run_workers(plan, sut, engine or LocalProcesses(), out_dir, progress,
+                             live if monitors else None)
         if out_dir is not None and (out_dir / WORKERS_DIR).is_dir():
             merge_logs(out_dir, settings.workers)
         result = judge(plan, spread.outcome, warnings, spread.workers, spread.distributed)
+        for monitor in monitors:
+            monitor.stop(result)
     else:
         if isinstance(sut, str):
             from loadgen.adapters.registry import make_sut

@@ -73,8 +73,6 @@ def _run(args: argparse.Namespace) -> int:
                             workers_warning(plan.settings, args.sut)) if w]
     for warning in warnings:
         print(f"loadgen: warning: {warning}", file=sys.stderr)
-    if plan.settings.workers > 1 and (args.prometheus_port or args.pushgateway):
-        raise SettingsError(["workers: live metrics read one process; use --workers 1"])
     progress = None if args.quiet else ProgressLines(plan)
     if progress is not None:
         progress.announce()

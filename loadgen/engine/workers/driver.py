@@ -25,6 +25,7 @@ from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome
 from loadgen.engine.workers.base import DONE, REPORT, Engine, Placement, Worker, WorkerLost
 from loadgen.engine.workers.clock import ClockReading, measure_offset, skew_bound_ns
+from loadgen.engine.workers.live import LiveView
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size
@@ -60,6 +61,7 @@ class _Track:
     seen_s: float = 0.0
     silent_s: float = 0.0  # the longest silence
     last: dict[str, Any] | None = None  # the latest REPORT or DONE body
+    tally: Tally | None = None  # its tally, decoded (on the worker's clock)
     done: bool = False
     lost: str | None = None  # why
     lost_at_s: float = 0.0
@@ -72,17 +74,24 @@ class _Track:
 
 
 def run_workers(plan: RunPlan, spec: str, engine: Engine, out_dir: Path | None = None,
-                progress: Callable[[Progress], None] | None = None) -> Spread:
-    """Run one plan from `plan.settings.workers` workers of `engine`, merged."""
+                progress: Callable[[Progress], None] | None = None,
+                live: Callable[[LiveView], None] | None = None) -> Spread:
+    """Run one plan from `plan.settings.workers` workers of `engine`, merged.
+
+    `live` is handed the `LiveView` the driver keeps up to date as reports arrive.
+    """
     try:
         workers = engine.start(plan, spec, out_dir)
         described = [w.wait_ready(READY_TIMEOUT_S) for w in workers]
         tracks = [_Track(w, w.placement(), d, measure_offset(w.clock))
                   for w, d in zip(workers, described, strict=True)]
         t0 = time.perf_counter_ns() + START_MARGIN_NS + 4 * max(t.before.rtt_ns for t in tracks)
+        view = LiveView(str(described[0].get("sut", spec.partition(":")[0])))
+        if live is not None:
+            live(view)
         for t in tracks:
             t.worker.release(t0 + t.before.offset_ns)
-        _gather(tracks, engine.poll_s, progress)
+        _gather(tracks, engine.poll_s, progress, view if live is not None else None)
         for t in tracks:
             if t.lost is None:
                 t.after = measure_offset(t.worker.clock)
@@ -92,7 +101,7 @@ def run_workers(plan: RunPlan, spec: str, engine: Engine, out_dir: Path | None =
 
 
 def _gather(tracks: list[_Track], poll_s: float, progress: Callable[[Progress], None] | None,
-            ) -> None:
+            view: LiveView | None) -> None:
     """Take reports until every worker is done or lost; Ctrl-C interrupts them all."""
     def interrupt(*_: object) -> None:
         for t in tracks:
@@ -110,35 +119,41 @@ def _gather(tracks: list[_Track], poll_s: float, progress: Callable[[Progress], 
         while not all(t.finished for t in tracks):
             time.sleep(poll_s)
             now = time.monotonic()
-            for t in tracks:
-                if not t.finished:
-                    _take(t, now, start)
+            news = [_take(t, now, start) for t in tracks if not t.finished]
+            ps = [t.progress for t in tracks]
+            summed = Progress(max(p[0] for p in ps), *(sum(p[k] for p in ps) for k in range(1, 5)))
             if progress is not None:
-                ps = [t.progress for t in tracks]
-                progress(Progress(max(p[0] for p in ps), *(sum(p[k] for p in ps)
-                                                          for k in range(1, 5))))
+                progress(summed)
+            if view is not None and any(news):
+                view.update(merge_tallies([t.tally for t in tracks if t.tally is not None]),
+                            [summed.elapsed_ns, summed.issued, summed.finished,
+                             summed.in_flight, summed.errors])
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
 
 
-def _take(t: _Track, now: float, start: float) -> None:
-    """One worker's new messages; the watchdog's judgement of its silence."""
+def _take(t: _Track, now: float, start: float) -> bool:
+    """One worker's new messages (True if any reported); the watchdog judges its silence."""
     try:
         got = t.worker.messages()
     except WorkerLost as exc:
         t.lost, t.lost_at_s = str(exc), now - start
-        return
+        return False
+    reported = False
     for kind, body in got:
         if kind in (REPORT, DONE):
-            t.last, t.progress = body, list(body["progress"])
+            t.last, t.progress, reported = body, list(body["progress"]), True
             t.done = kind == DONE
+    if reported and t.last is not None:
+        t.tally = Tally.decode(t.last["tally"])
     if got:
         t.seen_s = now
     silent = now - t.seen_s
     t.silent_s = max(t.silent_s, silent)
     if silent > LOST_AFTER_S:
         t.lost, t.lost_at_s = f"silent for {silent:.0f} s (the watchdog gave it up)", now - start
+    return reported
 
 
 def _on_driver_clock(tally: Tally, offset_ns: int) -> Tally:
@@ -155,8 +170,8 @@ def _on_driver_clock(tally: Tally, offset_ns: int) -> Tally:
 
 def _spread(plan: RunPlan, engine: Engine, tracks: list[_Track], t0: int) -> Spread:
     """Merge what came back, and describe the workers and their clocks."""
-    parts = [(t, _on_driver_clock(Tally.decode(t.last["tally"]), t.before.offset_ns))
-             for t in tracks if t.last is not None]
+    parts = [(t, _on_driver_clock(t.tally, t.before.offset_ns))
+             for t in tracks if t.tally is not None]
     if not parts:
         raise SutError("every worker was lost before its first report: "
                        + "; ".join(f"{t.worker.label}: {t.lost}" for t in tracks))
