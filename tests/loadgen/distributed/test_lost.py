@@ -3,15 +3,19 @@ lost, its unissued share is missing. Also the skew verdict."""
 
 import os
 import signal
+import time
 
 from loadgen.api import run_test
 from loadgen.engine.processes import LocalProcesses
-from loadgen.engine.workers.base import REPORT
+from loadgen.engine.workers import driver
+from loadgen.engine.workers.base import DONE, REPORT, Placement
 from loadgen.judge.distributed import SKEW_WARN_NS, distributed_verdict
 from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size
 from loadgen.plan.settings import load_settings
+from loadgen.record.collect import Collector
+from loadgen.record.tally import RunTimes
 
 RUN = ["preset='dev'", "target_latency_ms=50", "target_qps=400", "min_duration_s=5",
        "warmup_s=0.5", "max_issue_lag_ms=1000", "workers=2"]
@@ -75,3 +79,62 @@ def test_the_skew_bound_warns_then_invalidates_above_the_warm_up():
     cold = RunPlan.of(load_settings(None, [*RUN, "warmup_s=0", "window_s=0.25"]))
     reasons, _ = distributed_verdict(cold, _block(250_000_001))
     assert "exceeds the window (250 ms)" in reasons[0].text
+
+
+class _Fake:
+    """A worker that reports once (its share started, 3 queries issued) and then either
+    finishes or falls silent for good."""
+
+    def __init__(self, index: int, plan: RunPlan, silent: bool) -> None:
+        self.index, self.label, self.plan, self.silent = index, f"fake worker {index}", plan, silent
+        self.sent = 0
+
+    def placement(self) -> Placement:
+        return Placement("h", "n")
+
+    def wait_ready(self, timeout_s: float) -> dict:
+        return {"sut": "fake"}
+
+    def clock(self) -> int:
+        return time.perf_counter_ns()
+
+    def release(self, deadline_ns: int) -> None:
+        self.start_ns = deadline_ns
+
+    def messages(self) -> list:
+        self.sent += 1
+        if self.sent > 1 and self.silent:
+            return []
+        t = self.start_ns
+        tally = Collector(10**7).tally(RunTimes(t, t, t, t, False, 0)).encode()
+        kind = REPORT if self.silent else DONE
+        return [(kind, {"tally": tally, "issued": 3, "late_ns": 0, "cpu_s": 0.0,
+                        "progress": [1_500_000_000, 3, 3, 0, 0]})]
+
+    def interrupt(self) -> None:
+        pass
+
+
+class _FakeEngine:
+    name, poll_s = "fake", 0.01
+
+    def start(self, plan, spec, out_dir):
+        return [_Fake(0, plan, silent=False), _Fake(1, plan, silent=True)]
+
+    def describe(self):
+        return {"engine": "fake", "version": None, "nodes": 1}
+
+    def close(self):
+        pass
+
+
+def test_the_watchdog_gives_up_a_silent_worker(monkeypatch):
+    monkeypatch.setattr(driver, "LOST_AFTER_S", 0.3)
+    plan = RunPlan.of(load_settings(None, RUN))
+    spread = driver.run_workers(plan, "fake", _FakeEngine())
+    lost, = spread.distributed["lost"]
+    assert lost["index"] == 1 and lost["why"].startswith("silent for")
+    assert lost["issued"] == 3 and lost["last_report_scheduled_s"] == 1.5
+    assert lost["missing"] == share_size(plan, 1, 2) - 3
+    figures = spread.distributed["workers"][1]
+    assert figures["status"] == "lost" and figures["longest_silence_s"] > 0.3
