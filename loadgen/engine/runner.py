@@ -68,10 +68,11 @@ class Runner:
         samples: Iterator[np.ndarray],
         progress: Callable[[Progress], None] | None = None,
         ids: Iterator[int] | None = None,
+        release_gil: bool = False,
     ) -> None:
         self.plan = plan
         self.sut = sut
-        self._release_gil = bool(getattr(sut, "shares_gil", False))
+        self._release_gil = release_gil or bool(getattr(sut, "shares_gil", False))
         self.collector = collector
         self._offsets = offsets
         self._samples = samples

@@ -73,18 +73,20 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
                       started: Callable[[Collector], None] | None = None,
                       gate: Gate | None = None,
                       interrupts: Callable[[Callable[[], None]], None] | None = None,
-                      ) -> SessionOutcome:
+                      release_gil: bool = False) -> SessionOutcome:
     """Run one plan (or one share of it) against a SUT on the running loop.
 
     `started` sees the collector once the SUT has started (live monitors);
     `interrupts` is handed the run's Ctrl-C (for a worker off the main thread);
+    `release_gil` waits without the GIL, as for a SUT that `shares_gil` (for a
+    worker whose host runs threads of its own, as a Ray actor does);
     with `log_dir` every query's stamps stream to the query log there.
     """
     collector = new_collector(plan)
     queries, ids = plan_queries(plan), None
     if share.count > 1:
         queries, ids = thin(queries, plan.settings.schedule_rng_seed, share.index, share.count)
-    runner = Runner(plan, sut, collector, *queries, progress, ids=ids)
+    runner = Runner(plan, sut, collector, *queries, progress, ids=ids, release_gil=release_gil)
     collector.on_finish = runner.query_finished
     if interrupts is not None:
         interrupts(runner.interrupt)

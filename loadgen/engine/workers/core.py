@@ -30,8 +30,9 @@ class WorkerCore:
     """Runs share `index` of `count` of a plan against a SUT built from `spec`."""
 
     def __init__(self, plan: RunPlan, spec: str, index: int, count: int,
-                 log_dir: Path | None, send: Send) -> None:
+                 log_dir: Path | None, send: Send, release_gil: bool = False) -> None:
         self.plan, self.spec, self.share = plan, spec, Share(index, count)
+        self.release_gil = release_gil
         self.log_dir = log_dir
         self.send = send
         self.collector: Collector | None = None
@@ -58,7 +59,8 @@ class WorkerCore:
 
         outcome = await run_session(self.plan, make_sut(self.spec), share=self.share,
                                     progress=self._report, log_dir=self.log_dir,
-                                    started=started, gate=gate, interrupts=self._take_interrupt)
+                                    started=started, gate=gate, interrupts=self._take_interrupt,
+                                    release_gil=self.release_gil)
         assert self.collector is not None
         self.send(DONE, {"tally": outcome.tally.encode(), "cpu_s": outcome.cpu_s,
                          "sut": outcome.sut,
