@@ -2,13 +2,15 @@
 
 A skew bound above `SKEW_WARN_NS` warns; above the warm-up (or one window,
 without warm-up) the workers' schedules may be misaligned by more than the
-run can absorb, and the run is INVALID. A lost worker makes it INVALID too.
+run can absorb, and the run is INVALID. A lost worker makes it INVALID too; one
+that fell silent for longer than `SILENT_S` and came back is flagged.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from loadgen.engine.workers.driver import SILENT_S
 from loadgen.judge.verdict import Reason, ReasonCode
 from loadgen.plan.plan import RunPlan
 
@@ -36,6 +38,11 @@ def distributed_verdict(plan: RunPlan, block: dict[str, Any]) -> tuple[list[Reas
         warnings.append(f"the workers' clock skew bound is {skew / 1e6:.3f} ms (offset errors, "
                         "drift and late starts; see distributed.workers): a long round trip "
                         "to a worker or a busy host; keep it under 1 ms for a sharp start")
+    for w in block.get("workers", ()):
+        if w["status"] == "done" and w["longest_silence_s"] > SILENT_S:
+            warnings.append(f"worker {w['index']} on host {w['host']} sent no report for "
+                            f"{w['longest_silence_s']:.1f} s (one is due every 2 s): its host "
+                            "or the network stalled; its figures came in late, check that host")
     for lost in block.get("lost", ()):
         reasons.append(Reason(ReasonCode.WORKER_LOST, (
             f"{lost['label']} on host {lost['host']} was lost {lost['lost_at_s']:.1f} s into "

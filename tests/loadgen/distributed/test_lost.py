@@ -81,6 +81,15 @@ def test_the_skew_bound_warns_then_invalidates_above_the_warm_up():
     assert "exceeds the window (250 ms)" in reasons[0].text
 
 
+def test_a_worker_silent_for_a_while_is_flagged():
+    plan = RunPlan.of(load_settings(None, RUN))
+    workers = [{"index": 0, "host": "a", "status": "done", "longest_silence_s": 2.1},
+               {"index": 1, "host": "b", "status": "done", "longest_silence_s": 9.5}]
+    reasons, warnings = distributed_verdict(plan, {**_block(0), "workers": workers})
+    assert not reasons and len(warnings) == 1
+    assert warnings[0].startswith("worker 1 on host b sent no report for 9.5 s")
+
+
 class _Fake:
     """A worker that reports once (its share started, 3 queries issued) and then either
     finishes or falls silent for good."""
