@@ -1,8 +1,9 @@
 """The public run API: settings + SUT in, a typed result out. The CLI and campaigns call this.
 
 One path for every run: the settings are planned once (`RunPlan`), a session
-runs the plan (in this process, or in `settings.workers` load processes from a
-SUT spec), the tally is summarized and judged, and the result is built and,
+runs the plan (in this process, or in `settings.workers` load workers from a
+SUT spec: local processes, or Ray actors), the tally is summarized and judged
+(with the workers' clocks and losses), and the result is built and,
 with an output directory, written.
 """
 
@@ -111,6 +112,7 @@ def run_test(settings: TestSettings | RunPlan, sut: SystemUnderTest | str,
         if engine is not None and not plan.open_loop:
             raise SettingsError([("workers: only open-loop runs (a schedule) spread over "
                                  f"an engine; this one is {plan.issue_mode}")])
+
         def live(view: LiveView) -> None:  # merged reports, read like a collector
             for monitor in monitors:
                 monitor.start(plan, cast(SystemUnderTest, view), cast(Collector, view))

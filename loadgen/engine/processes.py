@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.engine.session import run_loop
-from loadgen.engine.workers.base import ERROR, READY, Message, Placement, WorkerLost
+from loadgen.engine.workers.base import ERROR, READY, Message, Placement, Worker, WorkerLost
 from loadgen.engine.workers.core import WorkerCore
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
@@ -157,7 +157,7 @@ class LocalProcesses:
     def __init__(self) -> None:
         self._procs: list[_Process] = []
 
-    def start(self, plan: RunPlan, spec: str, out_dir: Path | None) -> list[Any]:
+    def start(self, plan: RunPlan, spec: str, out_dir: Path | None) -> list[Worker]:
         ctx = multiprocessing.get_context("spawn")
         count = plan.settings.workers
         self._procs = []  # an engine runs one run at a time, and may run many

@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from loadgen.engine.workers.base import ERROR, READY, Message, Placement, WorkerLost
+from loadgen.engine.workers.base import ERROR, READY, Message, Placement, Worker, WorkerLost
 from loadgen.engine.workers.core import WorkerCore
 from loadgen.errors import SettingsError, SutError
 from loadgen.plan.plan import RunPlan
@@ -186,7 +186,7 @@ class RayEngine:
             self._owns = True
         return ray
 
-    def start(self, plan: RunPlan, spec: str, out_dir: Path | None) -> list[Any]:
+    def start(self, plan: RunPlan, spec: str, out_dir: Path | None) -> list[Worker]:
         ray = self.connect()
         self._nodes = sum(1 for n in ray.nodes() if n["Alive"])
         count = plan.settings.workers
