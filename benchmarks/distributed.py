@@ -33,7 +33,7 @@ from loadgen.engine.processes import LocalProcesses
 from loadgen.engine.workers.ray_actors import RayEngine
 from loadgen.plan.settings import load_settings
 
-SLO_MS = {"null": 1.0, "http": 20.0}
+SLO_MS = {"null": 5.0, "http": 20.0}  # a Ray worker waits without the GIL: lag ~50 us, not ~1
 
 
 def probe(spec: str, kind: str, engine: Any, workers: int, duration_s: float,
