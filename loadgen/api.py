@@ -1,8 +1,9 @@
 """The public run API: settings + SUT in, a typed result out. The CLI and campaigns call this.
 
 One path for every run: the settings are planned once (`RunPlan`), a session
-runs the plan (in this process, or in `settings.workers` load processes from a
-SUT spec), the tally is summarized and judged, and the result is built and,
+runs the plan (in this process, or in `settings.workers` load workers from a
+SUT spec: local processes, or Ray actors), the tally is summarized and judged
+(with the workers' clocks and losses), and the result is built and,
 with an output directory, written.
 """
 
@@ -10,13 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.engine.processes import run_processes
+from loadgen.engine.processes import WORKERS_DIR, LocalProcesses, merge_logs
 from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome, run_loop, run_session
+from loadgen.engine.workers.base import Engine
+from loadgen.engine.workers.driver import run_workers
+from loadgen.engine.workers.live import LiveView
 from loadgen.errors import SettingsError
+from loadgen.judge.distributed import distributed_verdict
 from loadgen.judge.energy import EnergyFigures, energy_figures, output_tokens_of
 from loadgen.judge.stats import RunStats, measured_window_ns, summarize
 from loadgen.judge.verdict import evaluate, headline
@@ -51,14 +56,18 @@ class EnergyWatcher(Protocol):
 
 
 def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
-          workers: dict[str, object] | None = None) -> RunResult:
+          workers: dict[str, object] | None = None,
+          distributed: dict[str, Any] | None = None) -> RunResult:
     """Summarize and judge a session's outcome: the run's result."""
     stats = summarize(plan, outcome.tally, outcome.accuracy)
-    verdict = evaluate(plan, stats, tuple(warnings))
+    reasons, spread_warnings = ([], []) if distributed is None else distributed_verdict(
+        plan, distributed)
+    verdict = evaluate(plan, stats, (*warnings, *spread_warnings), tuple(reasons))
     return RunResult(settings=plan.settings, plan=plan.as_dict(), stats=stats, verdict=verdict,
                      headline=headline(plan, stats), sut=outcome.sut,
                      environment=environment(), schedule=describe_schedule(plan),
-                     workers=workers, energy=_energy(plan, outcome, stats))
+                     workers=workers, distributed=distributed,
+                     energy=_energy(plan, outcome, stats))
 
 
 def _energy(plan: RunPlan, outcome: SessionOutcome, stats: RunStats) -> EnergyFigures:
@@ -123,28 +132,44 @@ def run_test(settings: TestSettings | RunPlan, sut: SystemUnderTest | str,
              out_dir: Path | None = None,
              progress: Callable[[Progress], None] | None = None,
              monitors: Sequence[Monitor] = (),
-             warnings: Sequence[str] = ()) -> RunResult:
+             warnings: Sequence[str] = (),
+             engine: Engine | None = None) -> RunResult:
     """Run one test to completion; with `out_dir`, write the run directory there.
 
     `settings` may be given already planned (`RunPlan.of`). `sut` is an adapter,
-    or a `--sut` SPEC string; `settings.workers` load processes need the spec,
-    since each builds its own adapter from it.
+    or a `--sut` SPEC string; `settings.workers` load workers need the spec,
+    since each builds its own adapter from it. They run as local processes, or
+    on `engine` (a `RayEngine`, say) when one is given.
     """
     plan = settings if isinstance(settings, RunPlan) else RunPlan.of(settings)
     settings = plan.settings
-    if settings.workers > 1:
+    if settings.workers > 1 or engine is not None:
         if not isinstance(sut, str):
-            raise SettingsError([(f"workers: {settings.workers} load processes need a SUT spec "
+            raise SettingsError([(f"workers: {settings.workers} load workers need a SUT spec "
                                   "string (each builds its own adapter)")])
-        if monitors:
-            raise SettingsError(["workers: live metrics read one process; use workers = 1"])
+        if engine is not None and not plan.open_loop:
+            raise SettingsError([("workers: only open-loop runs (a schedule) spread over "
+                                 f"an engine; this one is {plan.issue_mode}")])
+
         meter = _meter(plan)
+
+        def live(view: LiveView) -> None:  # merged reports, read like a collector
+            for monitor in monitors:
+                monitor.start(plan, cast(SystemUnderTest, view), cast(Collector, view))
+                if meter is not None and isinstance(monitor, EnergyWatcher):
+                    monitor.watch_energy(meter)
+
         try:
-            outcome, workers = run_processes(plan, sut, out_dir, progress, meter)
+            spread = run_workers(plan, sut, engine or LocalProcesses(), out_dir, progress,
+                                 live if monitors else None, meter)
         finally:
             if meter is not None:
                 meter.close()
-        result = judge(plan, outcome, warnings, workers)
+        if out_dir is not None and (out_dir / WORKERS_DIR).is_dir():
+            merge_logs(out_dir, settings.workers)
+        result = judge(plan, spread.outcome, warnings, spread.workers, spread.distributed)
+        for monitor in monitors:
+            monitor.stop(result)
     else:
         if isinstance(sut, str):
             from loadgen.adapters.registry import make_sut

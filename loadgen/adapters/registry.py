@@ -9,6 +9,7 @@
     grpc[s]://HOST:PORT/MODEL[?k=v&...]   Open Inference Protocol over gRPC (adapters.grpc)
     openai[s]://HOST:PORT/MODEL[?k=v&...] OpenAI-compatible token streams (adapters.openai)
     generate[s]://HOST:PORT/MODEL[?...]   OIP generate_stream token streams (adapters.generate)
+    replicas:POLICY:SPEC;SPEC[;...]       several endpoints, spread (adapters.replicas)
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ SPEC_FORMS = ("null | sim:service=DIST:TIME[,servers=N,...] | llmsim:[key=value,
               "builtin:MODEL[,key=value...] | "
               "http[s]://HOST:PORT/MODEL[?key=value&...] | grpc[s]://HOST:PORT/MODEL[?...] | "
               "openai[s]://HOST:PORT/MODEL[?endpoint=chat|completions&...] | "
-              "generate[s]://HOST:PORT/MODEL[?...]")
+              "generate[s]://HOST:PORT/MODEL[?...] | replicas:POLICY:SPEC;SPEC[;...]")
 """Every --sut SPEC kind, for help texts and errors."""
 KINDS = ("null", "sim", "llmsim", "builtin", "http", "https", "grpc", "grpcs", "openai", "openais",
-         "generate", "generates")
+         "generate", "generates", "replicas")
 
 
 def make_sut(spec: str) -> SystemUnderTest:
@@ -65,4 +66,9 @@ def make_sut(spec: str) -> SystemUnderTest:
         from loadgen.adapters.generate import GenerateSut
 
         return GenerateSut.from_spec(spec)
-    raise SutSpecError(f"--sut {spec!r}: expected one of {SPEC_FORMS}{suggest(kind, KINDS)}")
+    if kind == "replicas":
+        from loadgen.adapters.replicas import ReplicaSet
+
+        return ReplicaSet.from_spec(rest, make_sut)
+    raise SutSpecError(f"--sut {spec!r}: expected one of {SPEC_FORMS}"
+                       f"{suggest(kind, KINDS)}")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from loadgen.cli import helptext
 from loadgen.cli.exits import EXIT_MISMATCH
+from loadgen.cli.spread import add_spread_options, launcher, spread_engine, workers_overrides
 
 __all__ = ["add_parsers"]
 
@@ -52,12 +53,14 @@ def _find_peak(args: argparse.Namespace) -> int:
     from loadgen.plan.settings import load_settings
     from loadgen.report.html import build_report
 
-    settings = load_settings(args.file, args.overrides)
+    settings = load_settings(args.file, args.overrides + workers_overrides(args))
     cfg = SearchConfig(start_qps=args.start_qps or settings.target_qps, min_qps=args.min_qps,
                        max_qps=args.max_qps, tolerance=args.tolerance, repeats=args.repeats,
                        min_queries=args.min_queries, goal=args.goal,
                        min_attainment=args.min_attainment)
-    doc = find_peak(settings, args.sut, args.out, cfg, args.budget_s, log=_log(args))
+    with spread_engine(args) as engine:
+        doc = find_peak(settings, args.sut, args.out, cfg, args.budget_s, launcher(engine),
+                        log=_log(args))
     report = build_report(args.out)
     print(doc["headline"])
     print(f"wrote {args.out / 'peak.json'}, {args.out / 'probes.csv'} and {report}")
@@ -70,9 +73,11 @@ def _sweep(args: argparse.Namespace) -> int:
     from loadgen.report.headline import noisy_flag
     from loadgen.report.html import build_report
 
-    settings = load_settings(args.file, args.overrides)
+    settings = load_settings(args.file, args.overrides + workers_overrides(args))
     axes = [parse_axis(g) for g in args.grid]
-    doc = run_sweep(settings, args.sut, axes, args.launches, args.out, log=_log(args))
+    with spread_engine(args) as engine:
+        doc = run_sweep(settings, args.sut, axes, args.launches, args.out, launcher(engine),
+                        log=_log(args))
     report = build_report(args.out)
     for point in doc["points"]:
         print(noisy_flag(point) + point["headline"])
@@ -138,6 +143,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         "is at least --min-attainment with 99%% confidence")
     p.add_argument("--min-attainment", type=float, default=0.99,
                    help="goal attainment: the fraction of requests meeting every goodput SLO")
+    add_spread_options(p, workers=True)
     p.set_defaults(handler=_find_peak)
 
     p = _parser(sub, "sweep", "grid of settings and SUT knobs, N launches per point",
@@ -148,6 +154,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         "knob of a remote `loadgen serve`, retuned live (repeatable: product)")
     p.add_argument("--launches", type=int, default=3, metavar="N",
                    help="independent launches per point (default 3)")
+    add_spread_options(p, workers=True)
     p.set_defaults(handler=_sweep)
 
     p = _parser(sub, "report", "rebuild DIR/report.html from saved results", helptext.REPORT)

@@ -19,6 +19,7 @@ from loadgen.cli.analysis import add_parsers as _add_analysis
 from loadgen.cli.calibrate import add_parser as _add_calibrate
 from loadgen.cli.exits import EXIT_ERROR, EXIT_INVALID, EXIT_USAGE, EXIT_VALID
 from loadgen.cli.serve import add_parser as _add_serve
+from loadgen.cli.spread import add_spread_options, spread_engine
 from loadgen.errors import LoadgenError, SettingsError, SutSpecError
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="a user.conf read as a settings layer (after --mlperf-conf)")
     p.add_argument("--model", default="*", metavar="NAME",
                    help="the model name the conf files' keys are looked up for (default '*')")
+    add_spread_options(p)
     p.set_defaults(handler=_run)
 
 
@@ -91,14 +93,12 @@ def _run(args: argparse.Namespace) -> int:
                             workers_warning(plan.settings, args.sut)) if w]
     for warning in warnings:
         print(f"loadgen: warning: {warning}", file=sys.stderr)
-    if plan.settings.workers > 1 and (args.prometheus_port or args.pushgateway):
-        raise SettingsError(["workers: live metrics read one process; use --workers 1"])
     progress = None if args.quiet else progress_view(plan)
     if progress is not None:
         progress.announce()
     with (monitors_for(args.prometheus_port, args.pushgateway) as monitors,
-          progress or contextlib.nullcontext()):
-        result = run_test(plan, args.sut, args.out, progress, monitors, warnings)
+          spread_engine(args) as engine, progress or contextlib.nullcontext()):
+        result = run_test(plan, args.sut, args.out, progress, monitors, warnings, engine)
     report = build_report(args.out)
     if args.mlperf_logs:
         from loadgen.mlperf.runlogs import write_run_logs

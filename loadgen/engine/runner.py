@@ -70,12 +70,12 @@ class Runner:
         offsets: Iterator[np.ndarray] | None,
         samples: Iterator[np.ndarray],
         progress: Callable[[Progress], None] | None = None,
-        first_id: int = 0,
-        id_step: int = 1,
+        ids: Iterator[int] | None = None,
+        release_gil: bool = False,
     ) -> None:
         self.plan = plan
         self.sut = sut
-        self._release_gil = bool(getattr(sut, "shares_gil", False))
+        self._release_gil = release_gil or bool(getattr(sut, "shares_gil", False))
         self.collector = collector
         self._offsets = offsets
         self._samples = samples
@@ -86,7 +86,7 @@ class Runner:
         self._waiter: asyncio.Future[None] | None = None
         self._stop = False
         self._closed = False
-        self._ids = itertools.count(first_id, id_step)  # several processes number apart
+        self._ids = itertools.count() if ids is None else ids  # a share: its global ids
         self._start_ns = 0
         self._next_progress_ns = 0
         self._next_flush_ns = 0

@@ -26,7 +26,7 @@ from loadgen.engine.runner import Progress, Runner
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.qsl import accuracy_queries
-from loadgen.plan.schedule import partition, plan_queries
+from loadgen.plan.schedule import plan_queries, thin
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, EnergyTrace
@@ -45,7 +45,7 @@ Gate = Callable[[dict[str, Any]], Awaitable[int]]
 
 @dataclass(frozen=True, slots=True)
 class Share:
-    """Load process `index` of `count` issues queries index, index + count, ... of the plan."""
+    """Load process `index` of `count` issues its seeded-thinning share of the plan."""
 
     index: int = 0
     count: int = 1
@@ -78,29 +78,35 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
                       log_dir: Path | None = None,
                       started: Callable[[Collector], None] | None = None,
                       gate: Gate | None = None,
-                      energy: EnergyMeter | None = None) -> SessionOutcome:
+                      energy: EnergyMeter | None = None,
+                      interrupts: Callable[[Callable[[], None]], None] | None = None,
+                      release_gil: bool = False) -> SessionOutcome:
     """Run one plan (or one share of it) against a SUT on the running loop.
 
     `started` sees the collector once the SUT has started (live monitors);
+    `interrupts` is handed the run's Ctrl-C (for a worker off the main thread);
+    `release_gil` waits without the GIL, as for a SUT that `shares_gil` (for a
+    worker whose host runs threads of its own, as a Ray actor does);
     with `log_dir` every query's stamps stream to the query log there; an `energy`
     meter takes its idle baseline once the SUT is up and samples while the engine runs.
     """
     collector = new_collector(plan)
-    queries = plan_queries(plan)
+    queries, ids = plan_queries(plan), None
     if share.count > 1:
-        queries = partition(queries, share.index, share.count)
-    runner = Runner(plan, sut, collector, *queries, progress,
-                    first_id=share.index, id_step=share.count)
+        queries, ids = thin(queries, plan.settings.schedule_rng_seed, share.index, share.count)
+    runner = Runner(plan, sut, collector, *queries, progress, ids=ids, release_gil=release_gil)
     collector.on_finish = runner.query_finished
     use_prompts = getattr(sut, "use_prompts", None)
     if plan.prompts is not None and use_prompts is not None:
         use_prompts(plan.prompts)
+    if interrupts is not None:
+        interrupts(runner.interrupt)
     try:
         await sut.start(collector, runner)
     except Exception as exc:
         raise SutError(f"SUT {sut.name!r} failed to start: {exc}") from exc
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
         loop.add_signal_handler(signal.SIGINT, runner.interrupt)
     trace = None
     try:
@@ -125,7 +131,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         gc.unfreeze()
         if collector.log is not None:
             collector.log.close()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
             loop.remove_signal_handler(signal.SIGINT)
         await sut.stop()
     return SessionOutcome(collector.tally(times), sut.describe(), _score(plan, sut, collector),

@@ -34,6 +34,8 @@ class ReasonCode(enum.StrEnum):
     TPOT_LATENCY = "tpot_latency"
     TTFT_EARLY_STOPPING = "ttft_early_stopping"
     TPOT_EARLY_STOPPING = "tpot_early_stopping"
+    CLOCK_SKEW = "clock_skew"  # several workers: their start skew bound is too wide
+    WORKER_LOST = "worker_lost"  # several workers: one was lost mid-run
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,10 +233,12 @@ def _warnings(p: RunPlan, r: RunStats) -> list[str]:
     return out
 
 
-def evaluate(p: RunPlan, r: RunStats, extra_warnings: tuple[str, ...] = ()) -> Verdict:
-    """Apply every rule; any reason makes the run INVALID."""
+def evaluate(p: RunPlan, r: RunStats, extra_warnings: tuple[str, ...] = (),
+             extra_reasons: tuple[Reason, ...] = ()) -> Verdict:
+    """Apply every rule; any reason (or extra one, found outside the stats) makes it INVALID."""
     reasons = tuple(reason for rule in RULES if (reason := rule(p, r)) is not None)
     reasons += token_latencies(p, r)
+    reasons += extra_reasons
     return Verdict(not reasons, reasons, extra_warnings + tuple(_warnings(p, r)))
 
 

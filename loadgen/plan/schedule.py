@@ -3,7 +3,7 @@
 The arrival processes live in `arrivals.py`, the plan that picks one in
 `plan.py`; here they are walked in chunks
 (`open_loop_offsets`), paired with each query's samples (`plan_queries`),
-split round robin between load processes (`partition`), and described or
+split between load processes by seeded thinning (`thin`), and described or
 saved with the run so that it can be replayed exactly (`describe_schedule`,
 `save_schedule`).
 """
@@ -32,10 +32,11 @@ __all__ = [
     "Plan",
     "describe_schedule",
     "open_loop_offsets",
-    "partition",
     "plan_queries",
     "replay_settings",
     "save_schedule",
+    "share_size",
+    "thin",
 ]
 
 CHUNK = 1024  # queries planned at a time: small, so building one (~30 us) never stalls issuing
@@ -115,30 +116,50 @@ def _in_order(samples_per_query: int) -> Iterator[np.ndarray]:
         start += count
 
 
-def partition(plan: Plan, index: int, count: int) -> Plan:
-    """Load process `index` of `count`: queries index, index + count, ... of the plan.
+THIN_STREAM = 0x7417  # mixed with the schedule seed: the thinning draws' own stream
 
-    Every process walks the same global plan and keeps its round-robin share,
-    so together they issue exactly the single-process schedule, whatever the
-    arrival process; a share of a Poisson process is not Poisson, the sum is.
+
+def thin(plan: Plan, seed: int, index: int, count: int) -> tuple[Plan, Iterator[int]]:
+    """Load process `index` of `count`: its seeded-thinning share of the plan, and ids.
+
+    Each query goes to one process by a seeded uniform draw, the same in every
+    process (it walks the same global plan with the same seed), so the shares
+    partition the plan exactly; a thinned share of a Poisson process is itself
+    Poisson (rate / count) and independent of the others, so a small start
+    offset between hosts leaves their union Poisson. The ids are the queries'
+    positions in the whole plan, so every process numbers its queries apart.
     """
     offsets, samples = plan
     assert offsets is not None, "only an open-loop plan is split"
+    rng = np.random.default_rng([seed, THIN_STREAM])
     rows: collections.deque[np.ndarray] = collections.deque()
+    ids: collections.deque[np.ndarray] = collections.deque()
 
     def mine() -> Iterator[np.ndarray]:
         start = 0
         for chunk in offsets:
-            first = (index - start) % count
-            rows.append(next(samples)[first::count])
+            keep = np.flatnonzero(rng.integers(0, count, chunk.size) == index)
+            rows.append(next(samples)[keep])
+            ids.append(keep + start)
             start += chunk.size
-            yield chunk[first::count]
+            yield chunk[keep]
 
     def my_rows() -> Iterator[np.ndarray]:
         while True:  # the runner takes a chunk of offsets, then its rows
             yield rows.popleft()
 
-    return mine(), my_rows()
+    def my_ids() -> Iterator[int]:
+        while True:  # and issues the chunk's queries after planning it
+            yield from ids.popleft().tolist()
+
+    return (mine(), my_rows()), my_ids()
+
+
+def share_size(plan: RunPlan, index: int, count: int) -> int:
+    """How many queries load process `index` of `count` is to issue (its thinned share)."""
+    (offsets, _), _ = thin(plan_queries(plan), plan.settings.schedule_rng_seed, index, count)
+    assert offsets is not None
+    return sum(chunk.size for chunk in offsets)
 
 
 def describe_schedule(plan: RunPlan) -> dict[str, Any]:

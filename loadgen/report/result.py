@@ -10,7 +10,8 @@ Schema (version 2), every latency in integer nanoseconds:
     query_latency_ns   (p50 p90 p95 p99 p999 mean min max count each; latency_ns counts
         from the scheduled time), target_latency_at_ns, components_ns{name: summary + share},
     batch_sizes{size: count}, early_stopping{...}, accuracy (accuracy mode), timeline[],
-    steps[], histograms{name: HDR V2 base64}, workers (several load processes);
+    steps[], histograms{name: HDR V2 base64}, workers (several load processes),
+    distributed (several workers: engine, clocks, skew bound, lost workers);
     a token-stream run adds ttft_ns, ttfo_ns, e2e_ns (each with from_send), tpot_ns,
     itl_ns, chunk_gap_ns, normalized_latency_ns, longest_stall_ns, tokens{}, goodput{},
     token_early_stopping{}, token_histograms{} (judge.tokenstats);
@@ -62,6 +63,7 @@ class RunResult:
     schedule: dict[str, Any]
     workers: dict[str, Any] | None = None
     energy: EnergyFigures | None = None  # None: a result written before energy was measured
+    distributed: dict[str, Any] | None = None
 
     @property
     def valid(self) -> bool:
@@ -97,6 +99,8 @@ class RunResult:
             doc["workers"] = self.workers
         if self.energy is not None:
             doc["energy"] = self.energy.as_dict()
+        if self.distributed is not None:
+            doc["distributed"] = self.distributed
         return doc
 
     @classmethod
@@ -116,6 +120,7 @@ class RunResult:
             schedule=dict(doc.get("schedule") or {}),
             workers=doc.get("workers"),
             energy=EnergyFigures.from_dict(doc["energy"]) if "energy" in doc else None,
+            distributed=doc.get("distributed"),
         )
 
 

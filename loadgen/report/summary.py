@@ -78,6 +78,14 @@ def render_summary(result: RunResult) -> str:
         lags = "  ".join(f"#{p['index']} {p['queries']}q lag p99 {p['issue_lag_ns']['p99'] / 1e6:.3f}"
                          for p in w["per_worker"])
         lines += ["", f"Load processes: {w['count']} ({w['split']}); {lags} ms"]
+    if result.distributed:
+        d = result.distributed
+        lost = "; ".join(f"LOST #{x['index']} on {x['host']} ({x['missing']} queries missing)"
+                         for x in d["lost"])
+        engine = " ".join(str(x) for x in (d['engine'], d['version']) if x)
+        lines += [f"Engine    : {engine} on {d['hosts']} host(s); "
+                  f"clock skew bound {d['skew_bound_ns'] / 1e6:.3f} ms" + (f"; {lost}" if lost
+                                                                           else "")]
     if r.batch_sizes:
         total = sum(r.batch_sizes.values())
         dist = "  ".join(f"{k}:{100 * n / total:.0f}%" for k, n in r.batch_sizes.items())

@@ -9,7 +9,7 @@ import pytest
 from loadgen.errors import SettingsError
 from loadgen.plan.arrivals import Burst, Constant, Gamma, Poisson, Steps, Trace
 from loadgen.plan.plan import RunPlan, arrival_for
-from loadgen.plan.schedule import open_loop_offsets, partition, plan_queries
+from loadgen.plan.schedule import open_loop_offsets
 from loadgen.plan.settings import load_settings
 from loadgen.plan.tracefile import read_schedule, read_trace
 
@@ -204,22 +204,6 @@ def test_trace_settings_resolve_relative_to_the_toml_file(tmp_path):
     s = load_settings(toml)
     assert s.trace_file == str(tmp_path / "t.csv")
     assert arrival_for(s).offsets_ns.tolist() == [0, 500_000_000]
-
-
-def test_partition_is_a_round_robin_of_the_whole_plan():
-    s = load_settings(None, ["preset='dev'", "target_latency_ms=10", "target_qps=5000",
-                             "min_duration_s=4"])
-    offsets, samples = plan_queries(RunPlan.of(s))
-    whole = [(o, tuple(r)) for chunk in offsets for o, r in zip(chunk, next(samples),
-                                                                 strict=False)]
-    shares = []
-    for i in range(3):
-        mine_offsets, mine_rows = partition(plan_queries(RunPlan.of(s)), i, 3)
-        shares.append([(o, tuple(r)) for chunk in mine_offsets
-                       for o, r in zip(chunk, next(mine_rows), strict=False)])
-    assert len(whole) > 8192 * 2  # crosses chunk edges
-    for i, share in enumerate(shares):
-        assert share == whole[i::3]
 
 
 def test_settings_json_round_trip_keeps_steps():

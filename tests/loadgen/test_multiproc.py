@@ -83,7 +83,7 @@ def test_two_workers_on_the_null_sut_make_one_ordinary_result(tmp_path):
     r = run_test(settings, "null", tmp_path / "two")
     single = run_test(dataclasses.replace(settings, workers=1), NullSut(), tmp_path / "one")
     keys, single_keys = set(r.to_dict()), set(single.to_dict())
-    assert keys - single_keys == {"workers"} and single_keys <= keys
+    assert keys - single_keys == {"workers", "distributed"} and single_keys <= keys
     assert r.workers is not None and single.workers is None
     assert r.workers["count"] == 2 and len(r.workers["per_worker"]) == 2
     assert sum(w["queries"] for w in r.workers["per_worker"]) == r.stats.queries

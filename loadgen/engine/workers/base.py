@@ -1,0 +1,77 @@
+"""The worker interface every engine implements, and the messages a worker sends.
+
+A worker (one load process or one Ray actor) builds its SUT from the spec,
+reports `ready`, answers clock pings, waits to be released at its own
+deadline (on its own clock), streams `report`s as the run goes (cumulative:
+the latest one stands for everything before it) and ends with `done`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from loadgen.errors import LoadgenError
+from loadgen.plan.plan import RunPlan
+
+__all__ = ["DONE", "ERROR", "READY", "REPORT", "Engine", "Message", "Placement", "Worker",
+           "WorkerLost"]
+
+READY, REPORT, DONE, ERROR = "ready", "report", "done", "error"
+Message = tuple[str, Any]
+"""(kind, body): READY the SUT's description, REPORT and DONE a `WorkerCore` dict,
+ERROR the failure's text."""
+
+
+class WorkerLost(LoadgenError):
+    """A worker stopped answering: its process, actor or node is gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a worker runs: its host name and, on a cluster, its node id."""
+
+    host: str
+    node: str
+
+
+class Worker(Protocol):
+    """The driver's handle on one worker."""
+
+    index: int
+    label: str  # for messages: 'load process 1', 'Ray worker 1'
+
+    def placement(self) -> Placement:
+        """Where it runs."""
+
+    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
+        """Block until its SUT is up; the SUT's description (raises SutError, WorkerLost)."""
+
+    def clock(self) -> int:
+        """Its clock now (`perf_counter_ns` over there): one ping."""
+
+    def release(self, deadline_ns: int) -> None:
+        """Start its schedule at `deadline_ns` on its own clock."""
+
+    def messages(self) -> list[Message]:
+        """What it sent since the last call, without waiting (raises WorkerLost)."""
+
+    def interrupt(self) -> None:
+        """Stop issuing now (Ctrl-C); it drains and reports what it has."""
+
+
+class Engine(Protocol):
+    """Starts workers somewhere and describes where."""
+
+    name: str
+    poll_s: float  # how often the driver asks for messages
+
+    def start(self, plan: RunPlan, spec: str, out_dir: Path | None) -> list[Worker]:
+        """Start `plan.settings.workers` workers on the plan (each keeps its share)."""
+
+    def describe(self) -> dict[str, Any]:
+        """For result.json's `distributed` block: engine, version, nodes."""
+
+    def close(self) -> None:
+        """Stop every worker it started."""

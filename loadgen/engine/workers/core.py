@@ -1,0 +1,88 @@
+"""One worker's side, whatever engine hosts it: its share of the plan, reported as it goes.
+
+`WorkerCore.run` builds the SUT from its spec, runs the ordinary run session
+on the worker's thinned share, says READY through its gate, waits for its
+release, and sends a REPORT at each progress tick (the tally so far,
+cumulative, so a worker lost later leaves everything up to its last report
+behind) and DONE at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from loadgen.engine.runner import Progress
+from loadgen.engine.session import Share, run_session
+from loadgen.engine.workers.base import DONE, READY, REPORT
+from loadgen.plan.plan import RunPlan
+from loadgen.record.collect import Collector
+from loadgen.record.tally import RunTimes
+
+__all__ = ["WorkerCore"]
+
+Send = Callable[[str, Any], None]
+
+
+class WorkerCore:
+    """Runs share `index` of `count` of a plan against a SUT built from `spec`."""
+
+    def __init__(self, plan: RunPlan, spec: str, index: int, count: int,
+                 log_dir: Path | None, send: Send, release_gil: bool = False) -> None:
+        self.plan, self.spec, self.share = plan, spec, Share(index, count)
+        self.release_gil = release_gil
+        self.log_dir = log_dir
+        self.send = send
+        self.collector: Collector | None = None
+        self.late_ns = 0
+        self._interrupt: Callable[[], None] | None = None
+
+    def interrupt(self) -> None:
+        """Stop issuing now (Ctrl-C at the driver); the session drains and reports."""
+        if self._interrupt is not None:
+            self._interrupt()
+
+    async def run(self, release: Callable[[], Awaitable[int]]) -> None:
+        """The whole session; `release` waits for the start deadline (this host's clock)."""
+        from loadgen.adapters.registry import make_sut
+
+        async def gate(described: dict[str, Any]) -> int:
+            self.send(READY, described)
+            deadline = await release()
+            self.late_ns = time.perf_counter_ns() - deadline  # < 0: it was waiting in time
+            return deadline
+
+        def started(collector: Collector) -> None:
+            self.collector = collector
+
+        outcome = await run_session(self.plan, make_sut(self.spec), share=self.share,
+                                    progress=self._report, log_dir=self.log_dir,
+                                    started=started, gate=gate, interrupts=self._take_interrupt,
+                                    release_gil=self.release_gil)
+        assert self.collector is not None
+        self.send(DONE, {"tally": outcome.tally.encode(), "cpu_s": outcome.cpu_s,
+                         "sut": outcome.sut,
+                         "late_ns": self.late_ns, "issued": self.collector.issued,
+                         "progress": _progress(self.collector, outcome.tally.times.end_ns
+                                               - outcome.tally.times.start_ns)})
+
+    def _take_interrupt(self, interrupt: Callable[[], None]) -> None:
+        self._interrupt = interrupt
+
+    def _report(self, p: Progress) -> None:
+        """A progress tick: the tally so far (the windows and histograms up to now)."""
+        c = self.collector
+        if c is None:
+            return
+        now = time.perf_counter_ns()
+        t0 = now - p.elapsed_ns
+        so_far = RunTimes(t0, t0 + self.plan.warmup_ns, now, now, False, 0)
+        self.send(REPORT, {"tally": c.tally(so_far).encode(), "issued": c.issued,
+                           "late_ns": self.late_ns, "progress": _progress(c, p.elapsed_ns)})
+
+
+def _progress(c: Collector, elapsed_ns: int) -> list[int]:
+    """A `Progress` as plain numbers."""
+    return [elapsed_ns, c.issued, c.finished, c.in_flight, sum(c.errors_by_kind.values())]
