@@ -21,7 +21,9 @@ from loadgen.plan.plan import RunPlan
 from loadgen.record.collect import Collector
 from loadgen.record.tally import RunTimes
 
-__all__ = ["WorkerCore"]
+__all__ = ["REPORT_EVERY_NS", "WorkerCore"]
+
+REPORT_EVERY_NS = 2_000_000_000  # a worker's report to the driver, at most this often
 
 Send = Callable[[str, Any], None]
 
@@ -37,6 +39,7 @@ class WorkerCore:
         self.send = send
         self.collector: Collector | None = None
         self.late_ns = 0
+        self._next_report_ns = REPORT_EVERY_NS
         self._interrupt: Callable[[], None] | None = None
 
     def interrupt(self) -> None:
@@ -72,10 +75,12 @@ class WorkerCore:
         self._interrupt = interrupt
 
     def _report(self, p: Progress) -> None:
-        """A progress tick: the tally so far (the windows and histograms up to now)."""
+        """Every REPORT_EVERY_NS of progress ticks: the tally so far (the windows and
+        histograms up to now); a report costs milliseconds, a tick comes every 250 ms."""
         c = self.collector
-        if c is None:
+        if c is None or p.elapsed_ns < self._next_report_ns:
             return
+        self._next_report_ns = p.elapsed_ns + REPORT_EVERY_NS
         now = time.perf_counter_ns()
         t0 = now - p.elapsed_ns
         so_far = RunTimes(t0, t0 + self.plan.warmup_ns, now, now, False, 0)

@@ -14,8 +14,9 @@ from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.record.histograms import new_histogram
 from loadgen.record.tally import HISTOGRAMS, Tally
+from loadgen.record.tokens import TokenTally
 
-__all__ = ["FixedRecorder", "LiveView"]
+__all__ = ["FixedRecorder", "LiveView", "TokenView"]
 
 
 class FixedRecorder:
@@ -23,6 +24,14 @@ class FixedRecorder:
 
     def __init__(self, histogram: HdrHistogram) -> None:
         self.histogram = histogram
+
+
+class TokenView:
+    """A token recorder stand-in: the merged token histograms and counters."""
+
+    def __init__(self, tokens: TokenTally) -> None:
+        self.recorders = {k: FixedRecorder(h) for k, h in tokens.histograms.items()}
+        self.counters = dict(tokens.counters)
 
 
 class LiveView:
@@ -45,3 +54,4 @@ class LiveView:
         self.measured_queries = tally.queries if tally is not None else 0
         self.overlatency = tally.overlatency if tally is not None else 0
         self.issued, self.finished, self.in_flight = progress[1], progress[2], progress[3]
+        self.tokens = None if tally is None or tally.tokens is None else TokenView(tally.tokens)

@@ -36,3 +36,24 @@ def test_one_exporter_reads_every_worker_live_and_the_merged_result_at_the_end()
     assert _value(final, "loadgen_queries_issued_total") == sum(
         w["issued"] for w in r.workers["per_worker"])
     assert 'sut="null"' in final
+
+
+def test_a_token_run_over_workers_serves_its_token_series_live():
+    exporter = PrometheusExporter()
+    outputs: list[float] = []
+
+    def scrape(progress):
+        text = generate_latest(exporter.registry).decode()
+        if "loadgen_output_tokens_total{" in text:
+            outputs.append(_value(text, "loadgen_output_tokens_total"))
+
+    tokens = [*RUN, "target_qps=100", "use_token_latencies=true", "ttft_latency_ms=500",
+              "tpot_latency_ms=50", "input_tokens=16", "output_tokens=4", "fixed_output=true"]
+    r = run_test(load_settings(None, tokens), "llmsim:step_base=1ms,max_seqs=32",
+                 progress=scrape, monitors=[exporter])
+    assert outputs and max(outputs) > 0  # merged from the workers' reports, mid-run
+    final = generate_latest(exporter.registry).decode()
+    assert r.stats.token_stats is not None
+    assert _value(final, "loadgen_output_tokens_total") == r.stats.token_stats.tokens.output_total
+    ttft = r.stats.token_stats.latency("ttft_ns").summary
+    assert _value(final, "loadgen_ttft_seconds_count") == ttft["count"]
