@@ -3,18 +3,14 @@ types (pydantic, strict; `messages`, typed as an Iterable, is not looked into), 
 completions, with and without a fixed output length and
 continuous usage; a malformed body is rejected, so the check can fail.
 
-The package lives in a virtualenv of its own (its httpx/pydantic need not fit our pins), the
-one `tests/sut/llm` uses: `$LOADGEN_OPENAI_VENV` (default `~/.cache/loadgen/openai-3.51.0`),
-made on first use with `pip install openai==3.51.0` (about 20 s once); the test skips,
-saying why, when it cannot be made.
+The package runs in its own virtualenv (`tests.openai_venv`, shared with `tests/sut/llm`);
+the test skips, saying why, when that cannot be made.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import venv
 from pathlib import Path
 from typing import Any
 
@@ -22,33 +18,15 @@ import pytest
 
 from loadgen.adapters.openai import OpenAISut
 from loadgen.adapters.tokens import Prompt
+from tests.openai_venv import openai_python
 
 pytestmark = pytest.mark.functional
 
-OPENAI = "openai==3.51.0"
-VENV = Path(os.environ.get("LOADGEN_OPENAI_VENV",
-                           Path.home() / ".cache" / "loadgen" / "openai-3.51.0"))
 CHECK = Path(__file__).with_name("openai_types.py")
 
 
-def _openai_python() -> Path:
-    """The virtualenv's python with `openai` installed, made once; skips when it cannot be."""
-    python = VENV / "bin" / "python"
-    marker = VENV / ".installed"
-    if marker.exists() and marker.read_text() == OPENAI:
-        return python
-    try:
-        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
-        subprocess.run([python, "-m", "pip", "install", "-q", OPENAI], check=True,
-                       timeout=600, capture_output=True)
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot make the openai package's virtualenv at {VENV}: {exc}")
-    marker.write_text(OPENAI)
-    return python
-
-
 def _verdicts(items: list[dict[str, Any]]) -> list[str]:
-    ran = subprocess.run([_openai_python(), CHECK], input="".join(
+    ran = subprocess.run([openai_python(), CHECK], input="".join(
         json.dumps(item) + "\n" for item in items), capture_output=True, text=True, timeout=120,
         check=True)
     return ran.stdout.splitlines()

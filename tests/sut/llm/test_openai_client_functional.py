@@ -1,9 +1,7 @@
 """The official `openai` Python client streams from `loadgen serve --model tiny-llm`.
 
-The client lives in a virtualenv of its own (its httpx/pydantic need not fit our pins),
-created on first use at `$LOADGEN_OPENAI_VENV` (default `~/.cache/loadgen/openai-3.51.0`)
-with `pip install openai==3.51.0` (about 20 s once, from PyPI; reused afterwards). The test
-skips, saying why, when that virtualenv cannot be made (no network, no venv module).
+The client runs in its own virtualenv (`tests.openai_venv`); the test skips, saying why,
+when that cannot be made.
 """
 
 from __future__ import annotations
@@ -13,41 +11,21 @@ import os
 import signal
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
 
 from sut.llm.tokenizer import chat_prompt, encode
+from tests.openai_venv import openai_python
 from tests.served import ROOT, read_line
 
 pytestmark = pytest.mark.functional
 
-OPENAI = "openai==3.51.0"
-VENV = Path(os.environ.get("LOADGEN_OPENAI_VENV",
-                           Path.home() / ".cache" / "loadgen" / "openai-3.51.0"))
 CLIENT = Path(__file__).with_name("openai_client.py")
 
 
-def _client_python() -> Path:
-    """The virtualenv's python with `openai` installed, made once; skips when it cannot be."""
-    python = VENV / "bin" / "python"
-    marker = VENV / ".installed"
-    if marker.exists() and marker.read_text() == OPENAI:
-        return python
-    try:
-        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
-        subprocess.run([python, "-m", "pip", "install", "-q", "--retries", "1",
-                        "--timeout", "15", OPENAI], check=True, timeout=600,
-                       capture_output=True)
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot make the openai client's virtualenv at {VENV}: {exc}")
-    marker.write_text(OPENAI)
-    return python
-
-
 def test_openai_client_streams_chat_and_completions_with_usage() -> None:
-    python = _client_python()
+    python = openai_python()
     proc = subprocess.Popen(
         [sys.executable, "-m", "loadgen", "serve", "--model", "tiny-llm", "--http-port", "0",
          "--auth-token", "sesame", "--device", "cpu", "--max-num-seqs", "4"],
