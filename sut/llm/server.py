@@ -10,11 +10,9 @@ flight, close the listener, stop the engine. Connections are bounded as
 from __future__ import annotations
 
 import asyncio
-import signal
-import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Self
 
@@ -25,7 +23,8 @@ from sut.llm.config import EngineConfig, parse_engine_options
 from sut.llm.engine import LLMEngine
 from sut.llm.http import ServingState, make_app
 from sut.llm.metrics import EngineMetrics
-from sut.server.connections import ConnectionCounts, GuardedSite, watch
+from sut.server.app import announce, serve
+from sut.server.connections import ConnectionCounts, start_http
 from sut.server.core import ServerConfig
 
 __all__ = ["LlmServer", "LlmServerThread", "serve_llm"]
@@ -46,6 +45,11 @@ class LlmServer:
         self.http_port = 0
 
     @property
+    def model_name(self) -> str:
+        """The model served."""
+        return self.engine.model_name
+
+    @property
     def banner(self) -> str:
         """`serving MODEL http=HOST:PORT` (the bound port)."""
         host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
@@ -53,19 +57,9 @@ class LlmServer:
 
     async def bind(self) -> None:
         """Listen (port 0: a free one); requests get 503 until `load`."""
-        cfg = self.config
-        tls = None
-        if cfg.tls_cert is not None and cfg.tls_key is not None:
-            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            tls.load_cert_chain(cfg.tls_cert, cfg.tls_key)
-        app = make_app(self.engine, self.state, cfg.max_body_bytes)
-        app.middlewares.append(watch)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=cfg.drain_timeout_s,
-                               keepalive_timeout=cfg.idle_timeout_s + cfg.read_timeout_s)
-        await runner.setup()
-        self._runner = runner
-        await GuardedSite(runner, cfg, self.connections, ssl_context=tls).start()
-        self.http_port = int(runner.addresses[0][1])
+        app = make_app(self.engine, self.state, self.config.max_body_bytes)
+        self._runner = await start_http(app, self.config, self.connections)
+        self.http_port = int(self._runner.addresses[0][1])
 
     async def load(self) -> None:
         """Start and warm the engine (in a thread); ready afterwards."""
@@ -83,33 +77,10 @@ class LlmServer:
             await self._runner.cleanup()
 
 
-async def _serve(server: LlmServer, announce: Callable[[str], None]) -> int:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await server.bind()
-        announce(server.banner)
-        await server.load()
-        if not stop.is_set():
-            announce(f"ready {server.engine.model_name}")
-            await stop.wait()
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await server.stop()
-    return 0
-
-
 def serve_llm(model: str, options: Mapping[str, str], config: ServerConfig) -> int:
     """Build the engine for `model` with the `key=value` knobs and serve it until a signal."""
     engine = LLMEngine.build(model, parse_engine_options(options))
-    return asyncio.run(_serve(LlmServer(engine, config), _announce))
-
-
-def _announce(line: str) -> None:
-    print(line, flush=True)
+    return asyncio.run(serve(LlmServer(engine, config), announce))
 
 
 class LlmServerThread:

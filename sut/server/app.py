@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import ssl
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import grpc  # type: ignore[import-untyped]
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from sut.metrics import SutMetrics
-from sut.server.connections import ConnectionCounts, GuardedSite, watch
+from sut.server.connections import ConnectionCounts, start_http
 from sut.server.core import ServerConfig, ServerCore
 from sut.server.grpc import make_grpc_server
 from sut.server.http import make_app
 from sut.service import InferenceService, build_service
 
-__all__ = ["InferenceServer", "serve", "serve_model"]
+__all__ = ["InferenceServer", "Servable", "announce", "serve", "serve_model"]
 
 
 class InferenceServer:
@@ -45,6 +45,11 @@ class InferenceServer:
         self.http_port = self.grpc_port = 0
 
     @property
+    def model_name(self) -> str:
+        """The model served."""
+        return str(self.service.metadata.name)
+
+    @property
     def banner(self) -> str:
         """`serving MODEL http=HOST:PORT grpc=HOST:PORT` (the bound ports)."""
         host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
@@ -54,19 +59,8 @@ class InferenceServer:
     async def bind(self) -> None:
         """Listen on both ports (0: a free one); requests get 503 until `load`."""
         cfg = self.config
-        tls = None
-        if cfg.tls_cert is not None and cfg.tls_key is not None:
-            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            tls.load_cert_chain(cfg.tls_cert, cfg.tls_key)
-        app = make_app(self.core, self.registry)
-        app.middlewares.append(watch)
-        # aiohttp's own keep-alive close is a backstop: the guard closes (and counts) first
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=cfg.drain_timeout_s,
-                               keepalive_timeout=cfg.idle_timeout_s + cfg.read_timeout_s)
-        await runner.setup()
-        self._runner = runner
-        await GuardedSite(runner, cfg, self.connections, ssl_context=tls).start()
-        self.http_port = int(runner.addresses[0][1])
+        self._runner = await start_http(make_app(self.core, self.registry), cfg, self.connections)
+        self.http_port = int(self._runner.addresses[0][1])
         server = make_grpc_server(self.core)
         address = f"[{cfg.host}]:{cfg.grpc_port}" if ":" in cfg.host else \
             f"{cfg.host}:{cfg.grpc_port}"
@@ -103,7 +97,28 @@ class InferenceServer:
             await self.service.stop(drain=True)
 
 
-async def serve(server: InferenceServer, announce: Callable[[str], None] = print) -> int:
+class Servable(Protocol):
+    """A server `serve` runs: the OIP server, or the LLM server (`sut.llm.server`)."""
+
+    @property
+    def banner(self) -> str:
+        """`serving MODEL ...` with the bound addresses, printed once bound."""
+
+    @property
+    def model_name(self) -> str:
+        """The model served, printed as `ready MODEL` once loaded."""
+
+    async def bind(self) -> None:
+        """Listen; requests get 503 until `load`."""
+
+    async def load(self) -> None:
+        """Load and warm; ready afterwards."""
+
+    async def stop(self) -> None:
+        """Drain (bounded) and close."""
+
+
+async def serve(server: Servable, announce: Callable[[str], None] = print) -> int:
     """Run `server` until SIGTERM or SIGINT, then shut it down gracefully; returns 0."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -117,7 +132,7 @@ async def serve(server: InferenceServer, announce: Callable[[str], None] = print
         await asyncio.wait({load, stopped}, return_when=asyncio.FIRST_COMPLETED)
         await load  # a model still loading when the signal came finishes first
         if not stopped.done():
-            announce(f"ready {server.service.metadata.name}")
+            announce(f"ready {server.model_name}")
             await stopped
     finally:
         stopped.cancel()
@@ -130,8 +145,9 @@ async def serve(server: InferenceServer, announce: Callable[[str], None] = print
 def serve_model(model: str, options: Mapping[str, str], config: ServerConfig) -> int:
     """Build the service for `model` (as `--sut builtin:MODEL,k=v`) and serve it."""
     service = build_service(model, options)
-    return asyncio.run(serve(InferenceServer(service, config), _announce))
+    return asyncio.run(serve(InferenceServer(service, config), announce))
 
 
-def _announce(line: str) -> None:
+def announce(line: str) -> None:
+    """Print one line of the server's progress at once (a parent process reads them)."""
     print(line, flush=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from ssl import SSLContext
@@ -26,7 +27,7 @@ from aiohttp import web
 
 from sut.server.core import ServerConfig
 
-__all__ = ["REASONS", "ConnectionCounts", "GuardedSite", "watch"]
+__all__ = ["REASONS", "ConnectionCounts", "GuardedSite", "start_http", "watch"]
 
 REASONS = ("idle", "slow_read", "refused")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -180,3 +181,25 @@ class _Guard(asyncio.Protocol):
     def _close(self, reason: str, transport: asyncio.Transport) -> None:
         self._counts.closed[reason] += 1
         transport.abort() if reason == "slow_read" else transport.close()
+
+
+async def start_http(app: web.Application, cfg: ServerConfig,
+                     connections: ConnectionCounts) -> web.AppRunner:
+    """Serve `app` on `cfg`'s HTTP host and port (TLS when it names a certificate), each
+    connection guarded and counted in `connections`; returns the runner (its `addresses`
+    hold the bound port, its `cleanup` closes it)."""
+    tls = None
+    if cfg.tls_cert is not None and cfg.tls_key is not None:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+    app.middlewares.append(watch)
+    # aiohttp's own keep-alive close is a backstop: the guard closes (and counts) first
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=cfg.drain_timeout_s,
+                           keepalive_timeout=cfg.idle_timeout_s + cfg.read_timeout_s)
+    await runner.setup()
+    try:
+        await GuardedSite(runner, cfg, connections, ssl_context=tls).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
