@@ -14,8 +14,9 @@ from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.record.histograms import new_histogram
 from loadgen.record.tally import HISTOGRAMS, Tally
+from loadgen.record.tokens import TokenTally
 
-__all__ = ["FixedRecorder", "LiveView"]
+__all__ = ["FixedRecorder", "LiveTokens", "LiveView"]
 
 
 class FixedRecorder:
@@ -23,6 +24,14 @@ class FixedRecorder:
 
     def __init__(self, histogram: HdrHistogram) -> None:
         self.histogram = histogram
+
+
+class LiveTokens:
+    """A token run's merged figures, read like a live `TokenRecorder`."""
+
+    def __init__(self, tokens: TokenTally) -> None:
+        self.recorders = {k: FixedRecorder(h) for k, h in tokens.histograms.items()}
+        self.counters = dict(tokens.counters)
 
 
 class LiveView:
@@ -44,4 +53,5 @@ class LiveView:
         self.errors_by_kind = dict(tally.errors_by_kind) if tally is not None else {}
         self.measured_queries = tally.queries if tally is not None else 0
         self.overlatency = tally.overlatency if tally is not None else 0
+        self.tokens = LiveTokens(tally.tokens) if tally is not None and tally.tokens else None
         self.issued, self.finished, self.in_flight = progress[1], progress[2], progress[3]

@@ -36,3 +36,38 @@ def test_one_exporter_reads_every_worker_live_and_the_merged_result_at_the_end()
     assert _value(final, "loadgen_queries_issued_total") == sum(
         w["issued"] for w in r.workers["per_worker"])
     assert 'sut="null"' in final
+
+
+def test_the_progress_from_several_workers_carries_their_merged_glance():
+    glances = []
+
+    def take(progress):
+        if progress.glance is not None:
+            glances.append(progress.glance)
+
+    r = run_test(load_settings(None, [*RUN, "min_duration_s=2.5"]), "sim:service=const:2ms",
+                 progress=take)
+    assert glances, "no progress carried a glance"
+    last = glances[-1]
+    assert last.p50_ns is not None and last.p99_ns is not None
+    assert 2_000_000 <= last.p50_ns <= last.p99_ns <= r.stats.latency_ns.max
+    assert last.within_slo is not None and last.issue_lag_p99_ns is not None
+    assert last.errors_by_kind == ()
+
+
+def test_a_token_run_over_workers_exports_its_token_figures_live():
+    exporter = PrometheusExporter()
+    seen: list[float] = []
+
+    def scrape(progress):
+        text = generate_latest(exporter.registry).decode()
+        if "loadgen_ttft_seconds_count" in text:
+            seen.append(_value(text, "loadgen_ttft_seconds_count"))
+
+    settings = load_settings(None, [
+        "preset='dev'", "scenario='Server'", "target_qps=60", "min_duration_s=2.5",
+        "min_query_count=20", "use_token_latencies=true", "ttft_latency_ms=50",
+        "tpot_latency_ms=10", "input_tokens=40", "output_tokens=4", "max_issue_lag_ms=1000",
+        "workers=2"])
+    run_test(settings, "llmsim:step_base=2ms", progress=scrape, monitors=[exporter])
+    assert seen and max(seen) > 0
