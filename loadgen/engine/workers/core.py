@@ -4,7 +4,7 @@
 on the worker's thinned share, says READY through its gate, waits for its
 release, and sends a REPORT at each progress tick (the tally so far,
 cumulative, so a worker lost later leaves everything up to its last report
-behind) and DONE at the end.
+behind, with its running `Glance` for the live display) and DONE at the end.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from loadgen.engine.session import Share, run_session
 from loadgen.engine.workers.base import DONE, READY, REPORT
 from loadgen.plan.plan import RunPlan
 from loadgen.record.collect import Collector
+from loadgen.record.glance import encode_glance
 from loadgen.record.tally import RunTimes
 
 __all__ = ["WorkerCore"]
@@ -79,8 +80,11 @@ class WorkerCore:
         now = time.perf_counter_ns()
         t0 = now - p.elapsed_ns
         so_far = RunTimes(t0, t0 + self.plan.warmup_ns, now, now, False, 0)
-        self.send(REPORT, {"tally": c.tally(so_far).encode(), "issued": c.issued,
-                           "late_ns": self.late_ns, "progress": _progress(c, p.elapsed_ns)})
+        body = {"tally": c.tally(so_far).encode(), "issued": c.issued,
+                "late_ns": self.late_ns, "progress": _progress(c, p.elapsed_ns)}
+        if p.glance is not None:
+            body["glance"] = encode_glance(p.glance)
+        self.send(REPORT, body)
 
 
 def _progress(c: Collector, elapsed_ns: int) -> list[int]:

@@ -7,7 +7,9 @@ driver's clock within the offsets' errors. Reports stream in as the run goes
 flags a worker silent for `SILENT_S` and gives it up after `LOST_AFTER_S`.
 A lost worker stays lost (no restarts, no rebalancing): the others finish,
 its last report is merged, and its unissued share is counted as missing.
-The offsets are measured again at the end, for drift. The tallies are put
+Each report's running `Glance` is kept, and the progress handed on carries
+their merge (the worst p50/p99 and lag, errors summed), as a single process's
+does. The offsets are measured again at the end, for drift. The tallies are put
 on the driver's clock and merged exactly into one ordinary outcome.
 """
 
@@ -31,6 +33,7 @@ from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size
 from loadgen.record.energy import EnergyMeter, EnergyTrace
+from loadgen.record.glance import Glance, decode_glance, merge_glances
 from loadgen.record.histograms import summary_ns
 from loadgen.record.tally import Tally, merge_tallies
 
@@ -69,6 +72,7 @@ class _Track:
     lost_at_s: float = 0.0
     after: ClockReading | None = None
     progress: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+    glance: Glance | None = None  # from its latest report that had one
 
     @property
     def finished(self) -> bool:
@@ -134,7 +138,9 @@ def _gather(tracks: list[_Track], poll_s: float, progress: Callable[[Progress], 
             news = [_take(t, now, start) for t in tracks if not t.finished]
             ps = [t.progress for t in tracks]
             issued, finished, in_flight, errors = (sum(p[k] for p in ps) for k in range(1, 5))
-            summed = Progress(max(p[0] for p in ps), issued, finished, in_flight, errors)
+            glances = [t.glance for t in tracks if t.glance is not None]
+            summed = Progress(max(p[0] for p in ps), issued, finished, in_flight, errors,
+                              merge_glances(glances) if glances else None)
             if progress is not None:
                 progress(summed)
             if view is not None and any(news):
@@ -158,6 +164,8 @@ def _take(t: _Track, now: float, start: float) -> bool:
         if kind in (REPORT, DONE):
             t.last, t.progress, reported = body, list(body["progress"]), True
             t.done = kind == DONE
+            if "glance" in body:
+                t.glance = decode_glance(body["glance"])
     if reported and t.last is not None:
         t.tally = Tally.decode(t.last["tally"])
     if got:
