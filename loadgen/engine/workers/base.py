@@ -73,5 +73,9 @@ class Engine(Protocol):
     def describe(self) -> dict[str, Any]:
         """For result.json's `distributed` block: engine, version, nodes."""
 
+    def key(self) -> dict[str, Any]:
+        """What decides where its workers run (engine, address, placement), for a cache of
+        launches: two engines with the same key run a plan the same way."""
+
     def close(self) -> None:
         """Stop every worker it started."""

@@ -218,6 +218,9 @@ class RayEngine:
         return {"engine": self.name, "version": getattr(self._ray, "__version__", None),
                 "nodes": self._nodes, "address": self.address}
 
+    def key(self) -> dict[str, Any]:
+        return {"engine": self.name, "address": self.address, "per_node": self.per_node}
+
     def close(self) -> None:
         """Kill this run's actors (the Ray connection stays, for the next run)."""
         ray = self._ray
