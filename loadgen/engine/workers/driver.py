@@ -7,7 +7,8 @@ driver's clock within the offsets' errors. Reports stream in as the run goes
 flags a worker silent for `SILENT_S` and gives it up after `LOST_AFTER_S`.
 A lost worker stays lost (no restarts, no rebalancing): the others finish,
 its last report is merged, and its unissued share is counted as missing.
-Each report's running `Glance` is kept, and the progress handed on carries
+Between reports a worker sends light progress (counters and its running
+`Glance`); the latest glance is kept, and the progress handed on carries
 their merge (the worst p50/p99 and lag, errors summed), as a single process's
 does. The offsets are measured again at the end, for drift. The tallies are put
 on the driver's clock and merged exactly into one ordinary outcome.
@@ -26,7 +27,15 @@ from typing import Any
 
 from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome
-from loadgen.engine.workers.base import DONE, REPORT, Engine, Placement, Worker, WorkerLost
+from loadgen.engine.workers.base import (
+    DONE,
+    PROGRESS,
+    REPORT,
+    Engine,
+    Placement,
+    Worker,
+    WorkerLost,
+)
 from loadgen.engine.workers.clock import ClockReading, measure_offset, skew_bound_ns
 from loadgen.engine.workers.live import LiveView
 from loadgen.errors import SutError
@@ -161,11 +170,13 @@ def _take(t: _Track, now: float, start: float) -> bool:
         return False
     reported = False
     for kind, body in got:
-        if kind in (REPORT, DONE):
-            t.last, t.progress, reported = body, list(body["progress"]), True
-            t.done = kind == DONE
+        if kind in (REPORT, PROGRESS, DONE):
+            t.progress = list(body["progress"])
             if "glance" in body:
                 t.glance = decode_glance(body["glance"])
+        if kind in (REPORT, DONE):
+            t.last, reported = body, True
+            t.done = kind == DONE
     if reported and t.last is not None:
         t.tally = Tally.decode(t.last["tally"])
     if got:
