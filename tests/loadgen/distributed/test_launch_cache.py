@@ -5,9 +5,13 @@ import json
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
+
 from loadgen.campaigns.launch import OnEngine, engine_stamp, launch, run_cached
+from loadgen.campaigns.search import SearchConfig, find_peak
 from loadgen.engine.processes import LocalProcesses
 from loadgen.engine.workers.ray_actors import RayEngine
+from loadgen.errors import ResultError
 from loadgen.plan.settings import load_settings
 from loadgen.report.result import RunResult
 
@@ -50,3 +54,13 @@ def test_a_local_result_is_not_reused_on_ray_and_a_ray_result_is(tmp_path: Path)
     assert not run_cached(settings, "null", run_dir, _Counted(RayEngine("local", 2)))[1]
     assert not run_cached(settings, "null", run_dir)[1]  # back to this process: rerun
     assert len(_Counted.calls) == 2
+
+
+def test_find_peak_does_not_replay_a_local_journal_on_ray(tmp_path: Path):
+    settings = load_settings(None, [*RUN, "scenario='Server'"])
+    cfg = SearchConfig(start_qps=100, max_qps=200, min_queries=10, repeats=1, max_probes=1)
+    find_peak(settings, "null", tmp_path, cfg)
+    with pytest.raises(ResultError, match="engine"):
+        find_peak(settings, "null", tmp_path, cfg, runner=_Counted(RayEngine("local")))
+    assert json.loads((tmp_path / "journal.jsonl").read_text().splitlines()[0])["engine"] == {
+        "engine": "in process", "workers": 1}
