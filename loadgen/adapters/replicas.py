@@ -8,6 +8,10 @@ ties); each SPEC is any other `--sut` spec (`http://h1:8000/m;http://h2:8000/m`)
 Each query goes whole to one replica. The description gives, per replica, its
 own description and what it was sent: issued, done, failed, the most in flight,
 and its service latency (from send) mean and max.
+
+Token-streaming replicas work too: `use_prompts` reaches every replica that
+takes prompts, and their `streamed`, `sample_streamed` and `failed(..., stream=)`
+reports pass through to the run's sink unchanged (see `adapters.tokens`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink, SystemUnderTest, Timers
+from loadgen.adapters.tokens import PromptSource, TokenStream
 from loadgen.errors import SutSpecError
 
 __all__ = ["POLICIES", "ReplicaSet"]
@@ -33,7 +38,7 @@ class _Replica:
 
     def __init__(self, spec: str, sut: SystemUnderTest) -> None:
         self.spec, self.sut = spec, sut
-        self.sink: CompletionSink | None = None
+        self.sink: Any = None  # the run's CompletionSink (and StreamSink in a token run)
         self.sent: dict[int, int] = {}  # query id -> send time, while in flight
         self.issued = self.done_count = self.failed_count = self.max_outstanding = 0
         self.latency_sum_ns = self.latency_max_ns = 0
@@ -55,14 +60,25 @@ class _Replica:
              sample_done_ns: Sequence[int] | None = None, output: Any = None) -> None:
         self._settle(query_id, done_ns)
         self.done_count += 1
-        assert self.sink is not None
         self.sink.done(query_id, done_ns, components, sample_done_ns, output)
 
-    def failed(self, query_id: int, done_ns: int, kind: str, detail: str | None = None) -> None:
+    def streamed(self, query_id: int, done_ns: int, stream: TokenStream,
+                 components: Mapping[str, int] | None = None, output: Any = None) -> None:
+        self._settle(query_id, done_ns)
+        self.done_count += 1
+        self.sink.streamed(query_id, done_ns, stream, components, output)
+
+    def sample_streamed(self, query_id: int, stream: TokenStream) -> None:
+        self.sink.sample_streamed(query_id, stream)
+
+    def failed(self, query_id: int, done_ns: int, kind: str, detail: str | None = None,
+               stream: TokenStream | None = None) -> None:
         self._settle(query_id, done_ns)
         self.failed_count += 1
-        assert self.sink is not None
-        self.sink.failed(query_id, done_ns, kind, detail)
+        if stream is None:
+            self.sink.failed(query_id, done_ns, kind, detail)
+        else:
+            self.sink.failed(query_id, done_ns, kind, detail, stream=stream)
 
     def describe(self) -> dict[str, Any]:
         answered = self.done_count + self.failed_count
@@ -106,6 +122,13 @@ class ReplicaSet:
         if any(p.startswith("replicas:") for p in parts):
             raise SutSpecError("replicas: a replica cannot itself be a replica set")
         return cls(policy.strip(), [(p, make(p)) for p in parts])
+
+    def use_prompts(self, prompts: PromptSource) -> None:
+        """Hand the run's prompts to every replica that streams tokens."""
+        for r in self.replicas:
+            use = getattr(r.sut, "use_prompts", None)
+            if use is not None:
+                use(prompts)
 
     async def start(self, sink: CompletionSink, timers: Timers) -> None:
         for r in self.replicas:

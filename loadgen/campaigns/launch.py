@@ -2,7 +2,10 @@
 
 Sweeps and find-peak both run their launches through here: `vary` derives a
 point's settings, `seeded` gives launch k its own seeds, and `run_cached`
-reuses a launch directory whose launch.json matches what would be run.
+reuses a launch directory whose launch.json matches what would be run: the SUT
+spec, the settings, the remote batcher knobs, and where the load workers run
+(`engine`: in this process or local processes, or the `OnEngine` launcher's
+engine, such as Ray at an address with K workers a node; and the worker count).
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from loadgen.api import run_test
+from loadgen.engine.workers.base import Engine
 from loadgen.errors import ResultError
 from loadgen.plan.settings import (
     DEV_PRESET,
@@ -23,7 +28,8 @@ from loadgen.plan.settings import (
 )
 from loadgen.report.result import RunResult, read_result
 
-__all__ = ["SEED_MOD", "Launcher", "launch", "plain", "run_cached", "seeded", "vary"]
+__all__ = ["SEED_MOD", "Launcher", "OnEngine", "engine_stamp", "launch", "plain", "run_cached",
+           "seeded", "vary"]
 
 SEED_MOD = 2**64
 
@@ -53,13 +59,34 @@ def launch(settings: TestSettings, spec: str, run_dir: Path) -> RunResult:
     return run_test(settings, spec, run_dir)
 
 
+@dataclass(frozen=True, slots=True)
+class OnEngine:
+    """A launcher whose launches run their load workers on `engine` (Ray actors, say)."""
+
+    engine: Engine
+
+    def __call__(self, settings: TestSettings, spec: str, run_dir: Path) -> RunResult:
+        return run_test(settings, spec, run_dir, engine=self.engine)
+
+
+def engine_stamp(runner: Launcher, settings: TestSettings) -> dict[str, Any]:
+    """Where a launch's load workers run, for its launch.json: the `OnEngine` launcher's
+    engine key, else this process (one worker) or local processes; and how many."""
+    if isinstance(runner, OnEngine):
+        where = runner.engine.key()
+    else:
+        where = {"engine": "processes" if settings.workers > 1 else "in process"}
+    return {**plain(where), "workers": settings.workers}
+
+
 def run_cached(settings: TestSettings, spec: str, run_dir: Path, runner: Launcher = launch,
                knobs: Mapping[str, Any] | None = None) -> tuple[RunResult, bool]:
     """Reuse the result in `run_dir` when its launch.json matches, else run; -> (result, reused).
 
     `knobs` are the remote batcher knobs the launch runs under, stamped with it.
     """
-    stamp = {"sut": spec, "settings": plain(settings.as_dict())}
+    stamp = {"sut": spec, "settings": plain(settings.as_dict()),
+             "engine": engine_stamp(runner, settings)}
     if knobs:
         stamp["batcher"] = plain(dict(knobs))
     stamp_path, result_path = run_dir / "launch.json", run_dir / "result.json"

@@ -45,8 +45,8 @@ early when the next probe would overrun `budget_s`, or after `max_probes`.
 
 Layout, resumable: DIR/journal.jsonl (a header line, then one line per finished
 probe), DIR/probes/NNN-RATEqps/ (each probe's run directory), DIR/peak.json and
-DIR/probes.csv. Re-running with the same settings, SUT and min_queries replays the
-journal (and any probe directory whose launch.json matches) and runs only what is
+DIR/probes.csv. Re-running with the same settings, SUT, min_queries and engine
+(where the load workers run, as the launch cache keys it) replays the journal (and any probe directory whose launch.json matches) and runs only what is
 missing; the other knobs (tolerance, repeats, budget...) may change between runs, as
 the next step depends on the probes alone: a tighter tolerance narrows on from there.
 """
@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadgen.campaigns.launch import SEED_MOD, Launcher, launch, run_cached, vary
+from loadgen.campaigns.launch import SEED_MOD, Launcher, engine_stamp, launch, run_cached, vary
 from loadgen.errors import ResultError, SettingsError
 from loadgen.judge import early_stopping
 from loadgen.judge.verdict import ReasonCode
@@ -301,8 +301,8 @@ def _read_journal(path: Path, header: dict[str, Any]) -> list[dict[str, Any]]:
         return []
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if not lines or {k: lines[0].get(k) for k in header} != header:
-        raise ResultError(f"{path}: written for other settings, SUT or min_queries; "
-                          "use another output directory")
+        raise ResultError(f"{path}: written for other settings, SUT, min_queries or engine "
+                          "(local processes or Ray); use another output directory")
     return lines[1:]
 
 
@@ -319,7 +319,8 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
         raise SettingsError(problems)
     began = time.perf_counter()
     header = {"kind": "find-peak-journal", "sut": spec, "min_queries": cfg.min_queries,
-              "settings": json.loads(json.dumps(settings.as_dict()))}
+              "settings": json.loads(json.dumps(settings.as_dict())),
+              "engine": engine_stamp(runner, settings)}
     if cfg.goal != "valid":
         header["goal"] = {"goal": cfg.goal, "min_attainment": cfg.min_attainment}
     journal = out_dir / "journal.jsonl"

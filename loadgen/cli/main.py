@@ -84,6 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     from loadgen.engine.processes import workers_warning
     from loadgen.live.display import progress_view
     from loadgen.live.prometheus import monitors_for
+    from loadgen.mlperf.runlogs import OutputWatch, write_run_logs
     from loadgen.plan.plan import RunPlan
     from loadgen.report.html import build_report
     from loadgen.report.summary import render_summary
@@ -96,14 +97,14 @@ def _run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else progress_view(plan)
     if progress is not None:
         progress.announce()
+    watch = OutputWatch()  # an accuracy run's outputs, for --mlperf-logs
     with (monitors_for(args.prometheus_port, args.pushgateway) as monitors,
           spread_engine(args) as engine, progress or contextlib.nullcontext()):
-        result = run_test(plan, args.sut, args.out, progress, monitors, warnings, engine)
+        result = run_test(plan, args.sut, args.out, progress,
+                          [*monitors, watch] if args.mlperf_logs else monitors, warnings, engine)
     report = build_report(args.out)
     if args.mlperf_logs:
-        from loadgen.mlperf.runlogs import write_run_logs
-
-        write_run_logs(plan, result, args.out)
+        write_run_logs(plan, result, args.out, watch.outputs)
     if not args.quiet:
         print(render_summary(result), end="")
         print(f"wrote {args.out / 'result.json'}, {args.out / 'summary.txt'} and {report}")

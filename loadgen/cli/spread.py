@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loadgen.errors import SettingsError
@@ -19,8 +18,6 @@ from loadgen.errors import SettingsError
 if TYPE_CHECKING:
     from loadgen.campaigns.launch import Launcher
     from loadgen.engine.workers.ray_actors import RayEngine
-    from loadgen.plan.settings import TestSettings
-    from loadgen.report.result import RunResult
 
 __all__ = ["add_spread_options", "launcher", "spread_engine", "workers_overrides"]
 
@@ -61,13 +58,6 @@ def spread_engine(args: argparse.Namespace) -> Iterator[RayEngine | None]:
 
 def launcher(engine: RayEngine | None) -> Launcher:
     """Campaign launches on the engine (or local processes)."""
-    from loadgen.api import run_test
-    from loadgen.campaigns.launch import launch
+    from loadgen.campaigns.launch import OnEngine, launch
 
-    if engine is None:
-        return launch
-
-    def on_engine(settings: TestSettings, spec: str, run_dir: Path) -> RunResult:
-        return run_test(settings, spec, run_dir, engine=engine)
-
-    return on_engine
+    return launch if engine is None else OnEngine(engine)

@@ -174,6 +174,9 @@ class LocalProcesses:
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "version": None, "nodes": 1}
 
+    def key(self) -> dict[str, Any]:
+        return {"engine": self.name}
+
     def close(self) -> None:
         """Hang up (a process still waiting sees EOF and exits), then reap them all."""
         for p in self._procs:

@@ -1,23 +1,85 @@
 """`loadgen run --mlperf-logs`: LoadGen's log files beside a run's result.json.
 
 The run's effective settings are read off its plan in LoadGen's names; the
-logs then come from the same writers as the drop-in's. A run here has no
-harness bytes, so its accuracy log is empty; token figures come with the
-drop-in, which holds the token histograms.
+logs then come from the same writers as the drop-in's; token figures come with
+the drop-in, which holds the token histograms.
+
+The accuracy log: in accuracy mode, one entry per sample of every query answered,
+in completion order, as LoadGen writes it: `seq_id` the query id, `qsl_idx` the
+sample's library index, `data` the hex of the sample's output (its row of an
+array output, else the whole output's bytes), empty where the SUT kept no output.
+An `OutputWatch` monitor hands the run's kept outputs over. In performance mode
+the log is an empty list, as LoadGen's is with `accuracy_log_probability` 0.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from loadgen.adapters.base import SystemUnderTest
+from loadgen.mlperf.bridge import AccuracyRow
 from loadgen.mlperf.figures import LogRun
 from loadgen.mlperf.logs import log_names, write_logs
 from loadgen.plan.plan import RunPlan
+from loadgen.plan.qsl import accuracy_queries
 from loadgen.plan.settings import IssueMode, Scenario
+from loadgen.record.collect import Collector
 from loadgen.report.result import RunResult
 
-__all__ = ["effective_of_plan", "write_run_logs"]
+__all__ = ["OutputWatch", "accuracy_rows", "effective_of_plan", "write_run_logs"]
+
+
+class OutputWatch:
+    """A run monitor that keeps the run's collector, to read the outputs an accuracy run
+    kept once it is over (none in performance mode, nor from several workers)."""
+
+    def __init__(self) -> None:
+        self.collector: Collector | None = None
+
+    def start(self, plan: RunPlan, sut: SystemUnderTest, collector: Collector) -> None:
+        self.collector = collector
+
+    def stop(self, result: RunResult | None) -> None:
+        """Nothing to do: the outputs stay with the collector."""
+
+    @property
+    def outputs(self) -> Mapping[int, Any]:
+        """Query id -> output, in completion order (empty when none were kept)."""
+        return getattr(self.collector, "outputs", None) or {}
+
+
+def _sample_bytes(output: Any, position: int, samples: int) -> bytes:
+    """The bytes of sample `position` of a query of `samples`: its row of an array with one
+    row a sample, else the whole output (bytes, text as UTF-8, numbers as their array)."""
+    if output is None:
+        return b""
+    if isinstance(output, bytes | bytearray):
+        return bytes(output)
+    if isinstance(output, str):
+        return output.encode()
+    array = np.asarray(output)
+    if array.dtype == object:
+        return json.dumps(output, default=str).encode()
+    if samples > 1 and array.ndim >= 1 and len(array) == samples:
+        array = array[position]
+    return np.ascontiguousarray(array).tobytes()
+
+
+def accuracy_rows(plan: RunPlan, outputs: Mapping[int, Any]) -> list[AccuracyRow]:
+    """The accuracy log's entries of an accuracy run's `outputs`, in their (completion)
+    order: one per sample, seq_id the query id, qsl_idx the sample's index."""
+    queries = accuracy_queries(plan.library, plan.samples_per_query)
+    rows = []
+    for query_id, output in outputs.items():
+        indices = queries[query_id]
+        rows += [AccuracyRow(query_id, int(index), _sample_bytes(output, i, len(indices)), 0)
+                 for i, index in enumerate(indices)]
+    return rows
 
 
 def effective_of_plan(plan: RunPlan) -> dict[str, Any]:
@@ -51,15 +113,20 @@ def effective_of_plan(plan: RunPlan) -> dict[str, Any]:
     }
 
 
-def write_run_logs(plan: RunPlan, result: RunResult, out_dir: Path) -> dict[str, Path]:
-    """Write the three log files (summary, detail, accuracy) into `out_dir`; their paths."""
+def write_run_logs(plan: RunPlan, result: RunResult, out_dir: Path,
+                   outputs: Mapping[int, Any] | None = None) -> dict[str, Path]:
+    """Write the three log files (summary, detail, accuracy) into `out_dir`; their paths.
+
+    `outputs` (query id -> output, an `OutputWatch`'s) fill an accuracy run's accuracy log.
+    """
     accuracy = plan.issue_mode is IssueMode.ACCURACY
     effective = effective_of_plan(plan)
     run = LogRun(scenario=str(plan.settings.scenario), mode=effective["test_mode"],
                  effective=effective, result=None if accuracy else result,
                  sut_name=str(result.sut.get("name") or result.sut.get("model") or "loadgen"),
                  total=plan.library.total, performance_count=plan.library.performance_count,
-                 loaded=plan.library.loaded_indices().tolist())
+                 loaded=plan.library.loaded_indices().tolist(),
+                 accuracy=accuracy_rows(plan, outputs or {}) if accuracy else ())
     paths = log_names(out_dir)
     write_logs(run, paths)
     return {k: v for k, v in paths.items() if k != "trace"}

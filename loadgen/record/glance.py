@@ -10,7 +10,9 @@ a second, and no work at all per query.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +21,8 @@ from loadgen.record.collect import Collector
 from loadgen.record.histograms import Recorder, percentile_ns
 from loadgen.record.windows import Bin
 
-__all__ = ["RECENT_WINDOWS", "Glance", "glance", "merge_glances"]
+__all__ = ["RECENT_WINDOWS", "Glance", "decode_glance", "encode_glance", "glance",
+           "merge_glances"]
 
 RECENT_WINDOWS = 2
 """The running p50/p99 read the latest this-many filled windows and the buffered values."""
@@ -82,3 +85,15 @@ def merge_glances(parts: list[Glance]) -> Glance:
     return Glance(worst([g.p50_ns for g in parts]), worst([g.p99_ns for g in parts]),
                   min(shares) if shares else None,
                   worst([g.issue_lag_p99_ns for g in parts]), tuple(sorted(errors.items())))
+
+
+def encode_glance(g: Glance) -> list[Any]:
+    """A glance as plain JSON-able numbers, for a load worker's report."""
+    return [g.p50_ns, g.p99_ns, g.within_slo, g.issue_lag_p99_ns,
+            [[kind, count] for kind, count in g.errors_by_kind]]
+
+
+def decode_glance(body: Sequence[Any]) -> Glance:
+    """The glance `encode_glance` wrote."""
+    p50, p99, within, lag, errors = body
+    return Glance(p50, p99, within, lag, tuple((str(k), int(n)) for k, n in errors))

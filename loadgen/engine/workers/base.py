@@ -3,7 +3,8 @@
 A worker (one load process or one Ray actor) builds its SUT from the spec,
 reports `ready`, answers clock pings, waits to be released at its own
 deadline (on its own clock), streams `report`s as the run goes (cumulative:
-the latest one stands for everything before it) and ends with `done`.
+the latest one stands for everything before it), a light `progress` between
+them (its counters and running glance, for live displays) and ends with `done`.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from typing import Any, Protocol
 from loadgen.errors import LoadgenError
 from loadgen.plan.plan import RunPlan
 
-__all__ = ["DONE", "ERROR", "READY", "REPORT", "Engine", "Message", "Placement", "Worker",
-           "WorkerLost"]
+__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "Engine", "Message", "Placement",
+           "Worker", "WorkerLost"]
 
-READY, REPORT, DONE, ERROR = "ready", "report", "done", "error"
+READY, REPORT, PROGRESS, DONE, ERROR = "ready", "report", "progress", "done", "error"
 Message = tuple[str, Any]
-"""(kind, body): READY the SUT's description, REPORT and DONE a `WorkerCore` dict,
-ERROR the failure's text."""
+"""(kind, body): READY the SUT's description, REPORT, PROGRESS and DONE a `WorkerCore`
+dict, ERROR the failure's text."""
 
 
 class WorkerLost(LoadgenError):
@@ -72,6 +73,10 @@ class Engine(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """For result.json's `distributed` block: engine, version, nodes."""
+
+    def key(self) -> dict[str, Any]:
+        """What decides where its workers run (engine, address, placement), for a cache of
+        launches: two engines with the same key run a plan the same way."""
 
     def close(self) -> None:
         """Stop every worker it started."""

@@ -2,9 +2,10 @@
 
 `WorkerCore.run` builds the SUT from its spec, runs the ordinary run session
 on the worker's thinned share, says READY through its gate, waits for its
-release, and sends a REPORT at each progress tick (the tally so far,
+release, and sends a REPORT every `REPORT_EVERY_NS` (the tally so far,
 cumulative, so a worker lost later leaves everything up to its last report
-behind) and DONE at the end.
+behind), a light PROGRESS at the other progress ticks (its counters and
+running `Glance`, for the live display; a few hundred bytes) and DONE at the end.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from typing import Any
 
 from loadgen.engine.runner import Progress
 from loadgen.engine.session import Share, run_session
-from loadgen.engine.workers.base import DONE, READY, REPORT
+from loadgen.engine.workers.base import DONE, PROGRESS, READY, REPORT
 from loadgen.plan.plan import RunPlan
 from loadgen.record.collect import Collector
+from loadgen.record.glance import encode_glance
 from loadgen.record.tally import RunTimes
 
 __all__ = ["REPORT_EVERY_NS", "WorkerCore"]
 
-REPORT_EVERY_NS = 2_000_000_000  # a worker's report to the driver, at most this often
+REPORT_EVERY_NS = 2_000_000_000
+"""A full report (the tally, histograms and windows) this often; progress ticks between."""
 
 Send = Callable[[str, Any], None]
 
@@ -39,7 +42,7 @@ class WorkerCore:
         self.send = send
         self.collector: Collector | None = None
         self.late_ns = 0
-        self._next_report_ns = REPORT_EVERY_NS
+        self._next_report_ns = REPORT_EVERY_NS  # elapsed time of the next full report
         self._interrupt: Callable[[], None] | None = None
 
     def interrupt(self) -> None:
@@ -75,17 +78,23 @@ class WorkerCore:
         self._interrupt = interrupt
 
     def _report(self, p: Progress) -> None:
-        """Every REPORT_EVERY_NS of progress ticks: the tally so far (the windows and
-        histograms up to now); a report costs milliseconds, a tick comes every 250 ms."""
+        """A progress tick: the counters and glance; every `REPORT_EVERY_NS` also the tally
+        so far (the windows and histograms up to now)."""
         c = self.collector
-        if c is None or p.elapsed_ns < self._next_report_ns:
+        if c is None:
             return
-        self._next_report_ns = p.elapsed_ns + REPORT_EVERY_NS
+        body: dict[str, Any] = {"progress": _progress(c, p.elapsed_ns)}
+        if p.glance is not None:
+            body["glance"] = encode_glance(p.glance)
+        if p.elapsed_ns < self._next_report_ns:
+            self.send(PROGRESS, body)
+            return
+        self._next_report_ns = (p.elapsed_ns // REPORT_EVERY_NS + 1) * REPORT_EVERY_NS
         now = time.perf_counter_ns()
         t0 = now - p.elapsed_ns
         so_far = RunTimes(t0, t0 + self.plan.warmup_ns, now, now, False, 0)
-        self.send(REPORT, {"tally": c.tally(so_far).encode(), "issued": c.issued,
-                           "late_ns": self.late_ns, "progress": _progress(c, p.elapsed_ns)})
+        self.send(REPORT, {**body, "tally": c.tally(so_far).encode(), "issued": c.issued,
+                           "late_ns": self.late_ns})
 
 
 def _progress(c: Collector, elapsed_ns: int) -> list[int]:

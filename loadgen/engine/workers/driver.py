@@ -7,7 +7,10 @@ driver's clock within the offsets' errors. Reports stream in as the run goes
 flags a worker silent for `SILENT_S` and gives it up after `LOST_AFTER_S`.
 A lost worker stays lost (no restarts, no rebalancing): the others finish,
 its last report is merged, and its unissued share is counted as missing.
-The offsets are measured again at the end, for drift. The tallies are put
+Between reports a worker sends light progress (counters and its running
+`Glance`); the latest glance is kept, and the progress handed on carries
+their merge (the worst p50/p99 and lag, errors summed), as a single process's
+does. The offsets are measured again at the end, for drift. The tallies are put
 on the driver's clock and merged exactly into one ordinary outcome.
 """
 
@@ -24,13 +27,22 @@ from typing import Any
 
 from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome
-from loadgen.engine.workers.base import DONE, REPORT, Engine, Placement, Worker, WorkerLost
+from loadgen.engine.workers.base import (
+    DONE,
+    PROGRESS,
+    REPORT,
+    Engine,
+    Placement,
+    Worker,
+    WorkerLost,
+)
 from loadgen.engine.workers.clock import ClockReading, measure_offset, skew_bound_ns
 from loadgen.engine.workers.live import LiveView
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size
 from loadgen.record.energy import EnergyMeter, EnergyTrace
+from loadgen.record.glance import Glance, decode_glance, merge_glances
 from loadgen.record.histograms import summary_ns
 from loadgen.record.tally import Tally, merge_tallies
 
@@ -69,6 +81,7 @@ class _Track:
     lost_at_s: float = 0.0
     after: ClockReading | None = None
     progress: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+    glance: Glance | None = None  # from its latest report that had one
 
     @property
     def finished(self) -> bool:
@@ -134,7 +147,9 @@ def _gather(tracks: list[_Track], poll_s: float, progress: Callable[[Progress], 
             news = [_take(t, now, start) for t in tracks if not t.finished]
             ps = [t.progress for t in tracks]
             issued, finished, in_flight, errors = (sum(p[k] for p in ps) for k in range(1, 5))
-            summed = Progress(max(p[0] for p in ps), issued, finished, in_flight, errors)
+            glances = [t.glance for t in tracks if t.glance is not None]
+            summed = Progress(max(p[0] for p in ps), issued, finished, in_flight, errors,
+                              merge_glances(glances) if glances else None)
             if progress is not None:
                 progress(summed)
             if view is not None and any(news):
@@ -155,8 +170,12 @@ def _take(t: _Track, now: float, start: float) -> bool:
         return False
     reported = False
     for kind, body in got:
+        if kind in (REPORT, PROGRESS, DONE):
+            t.progress = list(body["progress"])
+            if "glance" in body:
+                t.glance = decode_glance(body["glance"])
         if kind in (REPORT, DONE):
-            t.last, t.progress, reported = body, list(body["progress"]), True
+            t.last, reported = body, True
             t.done = kind == DONE
     if reported and t.last is not None:
         t.tally = Tally.decode(t.last["tally"])

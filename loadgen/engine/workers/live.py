@@ -16,7 +16,7 @@ from loadgen.record.histograms import new_histogram
 from loadgen.record.tally import HISTOGRAMS, Tally
 from loadgen.record.tokens import TokenTally
 
-__all__ = ["FixedRecorder", "LiveView", "TokenView"]
+__all__ = ["FixedRecorder", "LiveTokens", "LiveView"]
 
 
 class FixedRecorder:
@@ -26,8 +26,8 @@ class FixedRecorder:
         self.histogram = histogram
 
 
-class TokenView:
-    """A token recorder stand-in: the merged token histograms and counters."""
+class LiveTokens:
+    """A token run's merged figures, read like a live `TokenRecorder`."""
 
     def __init__(self, tokens: TokenTally) -> None:
         self.recorders = {k: FixedRecorder(h) for k, h in tokens.histograms.items()}
@@ -53,5 +53,5 @@ class LiveView:
         self.errors_by_kind = dict(tally.errors_by_kind) if tally is not None else {}
         self.measured_queries = tally.queries if tally is not None else 0
         self.overlatency = tally.overlatency if tally is not None else 0
+        self.tokens = LiveTokens(tally.tokens) if tally is not None and tally.tokens else None
         self.issued, self.finished, self.in_flight = progress[1], progress[2], progress[3]
-        self.tokens = None if tally is None or tally.tokens is None else TokenView(tally.tokens)

@@ -11,25 +11,39 @@ Every node needs loadgen installed in the same Python as the driver's. The
 actor's loop shares its process with Ray's own threads, so it waits for issue
 times without the GIL (`release_gil`): a spinning loop and Ray's threads starve
 each other (measured here: p99 issue lag 16-118 ms spinning, 1-9 ms releasing).
+
+With a run directory, each actor logs its queries to a scratch directory on its
+node and sends the rows written since its last answer with each (a `LOG`
+message: whole records and the kinds so far); the driver's handle appends them
+to RUN_DIR/workers/<i>/, as a local process writes it, so `merge_logs` merges
+both alike. The scratch directory goes once the session's log is closed and sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
+import shutil
 import socket
+import tempfile
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from loadgen.engine.processes import WORKERS_DIR
 from loadgen.engine.workers.base import ERROR, READY, Message, Placement, Worker, WorkerLost
 from loadgen.engine.workers.core import WorkerCore
 from loadgen.errors import SettingsError, SutError
 from loadgen.plan.plan import RunPlan
+from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, RECORD
 
-__all__ = ["LOCAL_OBJECT_STORE_BYTES", "LoadWorker", "RayEngine", "import_ray"]
+__all__ = ["LOCAL_OBJECT_STORE_BYTES", "LOG", "LoadWorker", "RayEngine", "import_ray"]
+
+LOG = "log"
+"""A message of query-log rows: {"rows": bytes of whole RECORDs, "kinds": name -> code}."""
 
 LOCAL_OBJECT_STORE_BYTES = 100 << 20  # reports are small; a local instance needs little
 
@@ -46,9 +60,13 @@ def import_ray() -> Any:
 class LoadWorker:
     """One load worker, as a Ray actor (wrapped with `ray.remote` when the engine starts)."""
 
-    def __init__(self, plan: RunPlan, spec: str, index: int, count: int) -> None:
+    def __init__(self, plan: RunPlan, spec: str, index: int, count: int,
+                 log: bool = False) -> None:
         self._queue: list[Message] = []
-        self._core = WorkerCore(plan, spec, index, count, None, self._send, release_gil=True)
+        self._log_dir = Path(tempfile.mkdtemp(prefix="loadgen-querylog-")) if log else None
+        self._log_sent = 0  # bytes of the log already sent
+        self._core = WorkerCore(plan, spec, index, count, self._log_dir, self._send,
+                                release_gil=True)
         self._ready: asyncio.Future[dict[str, Any]] | None = None
         self._start: asyncio.Future[int] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -85,13 +103,36 @@ class LoadWorker:
 
     async def reports(self) -> list[Message]:
         """What this worker has to say since the last call (an ERROR if it failed)."""
-        out, self._queue = self._queue, []
         task = self._task
+        ended = task is not None and task.done()  # before the log is read: nothing after
+        out, self._queue = self._queue, []
+        log = self._log_rows()
+        if log is not None:
+            out.insert(0, log)
+        if ended and self._log_dir is not None:
+            shutil.rmtree(self._log_dir, ignore_errors=True)
+            self._log_dir = None
         if task is not None and task.done() and not task.cancelled() and task.exception():
             exc = task.exception()
             assert exc is not None
             out.append((ERROR, "".join(traceback.format_exception_only(exc)).strip()))
         return out
+
+    def _log_rows(self) -> Message | None:
+        """The query log's whole records written since the last call, and its kinds."""
+        where = self._log_dir
+        if where is None or not (where / BINARY_FILE).exists():
+            return None
+        with open(where / BINARY_FILE, "rb") as f:
+            f.seek(self._log_sent)
+            rows = f.read()
+        rows = rows[:len(rows) // RECORD.itemsize * RECORD.itemsize]
+        if not rows:
+            return None
+        self._log_sent += len(rows)
+        kinds = json.loads((where / KINDS_FILE).read_text()) if (
+            where / KINDS_FILE).exists() else {"ok": 0}
+        return LOG, {"rows": rows, "kinds": kinds}
 
     async def interrupt(self) -> None:
         """Stop issuing now; the session drains and reports."""
@@ -101,9 +142,14 @@ class LoadWorker:
 class _RayWorker:
     """The driver's handle on one actor."""
 
-    def __init__(self, ray: Any, index: int, actor: Any) -> None:
+    def __init__(self, ray: Any, index: int, actor: Any, log_dir: Path | None) -> None:
         self._ray, self.index, self.actor = ray, index, actor
         self.label = f"Ray worker {index}"
+        self._log_dir = log_dir  # where its query log rows go, as a local process's would
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            (log_dir / BINARY_FILE).write_bytes(b"")  # this run's rows only
+            (log_dir / KINDS_FILE).unlink(missing_ok=True)
         self._prepared = actor.prepare.remote()
         self._where = Placement("?", "?")
         self._waiting: Any = None
@@ -137,7 +183,17 @@ class _RayWorker:
         for kind, body in got:
             if kind == ERROR:
                 raise SutError(f"{self.label} failed: {body}")
-        return [(kind, body) for kind, body in got]
+            if kind == LOG:
+                self._write_log(body)
+        return [(kind, body) for kind, body in got if kind != LOG]
+
+    def _write_log(self, body: dict[str, Any]) -> None:
+        """Append the rows an actor sent to its query log here; the latest kinds stand."""
+        if self._log_dir is None:
+            return
+        with open(self._log_dir / BINARY_FILE, "ab") as f:
+            f.write(body["rows"])
+        (self._log_dir / KINDS_FILE).write_text(json.dumps(body["kinds"]))
 
     def interrupt(self) -> None:
         self.actor.interrupt.remote()
@@ -196,8 +252,9 @@ class RayEngine:
             self._actors.append(actor.options(
                 num_cpus=self.num_cpus, max_restarts=0, max_task_retries=0,
                 scheduling_strategy=strategies[i],
-            ).remote(plan, spec, i, count))
-        return [_RayWorker(ray, i, a) for i, a in enumerate(self._actors)]
+            ).remote(plan, spec, i, count, out_dir is not None))
+        return [_RayWorker(ray, i, a, None if out_dir is None else out_dir / WORKERS_DIR / str(i))
+                for i, a in enumerate(self._actors)]
 
     def _placements(self, ray: Any, count: int) -> list[Any]:
         """SPREAD (one per node while nodes last), or `per_node` to each node in turn."""
@@ -217,6 +274,9 @@ class RayEngine:
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "version": getattr(self._ray, "__version__", None),
                 "nodes": self._nodes, "address": self.address}
+
+    def key(self) -> dict[str, Any]:
+        return {"engine": self.name, "address": self.address, "per_node": self.per_node}
 
     def close(self) -> None:
         """Kill this run's actors (the Ray connection stays, for the next run)."""

@@ -38,22 +38,36 @@ def test_one_exporter_reads_every_worker_live_and_the_merged_result_at_the_end()
     assert 'sut="null"' in final
 
 
-def test_a_token_run_over_workers_serves_its_token_series_live():
+def test_the_progress_from_several_workers_carries_their_merged_glance():
+    glances = []
+
+    def take(progress):
+        if progress.glance is not None:
+            glances.append(progress.glance)
+
+    r = run_test(load_settings(None, [*RUN, "min_duration_s=2.5"]), "sim:service=const:2ms",
+                 progress=take)
+    assert glances, "no progress carried a glance"
+    last = glances[-1]
+    assert last.p50_ns is not None and last.p99_ns is not None
+    assert 2_000_000 <= last.p50_ns <= last.p99_ns <= r.stats.latency_ns.max
+    assert last.within_slo is not None and last.issue_lag_p99_ns is not None
+    assert last.errors_by_kind == ()
+
+
+def test_a_token_run_over_workers_exports_its_token_figures_live():
     exporter = PrometheusExporter()
-    outputs: list[float] = []
+    seen: list[float] = []
 
     def scrape(progress):
         text = generate_latest(exporter.registry).decode()
-        if "loadgen_output_tokens_total{" in text:
-            outputs.append(_value(text, "loadgen_output_tokens_total"))
+        if "loadgen_ttft_seconds_count" in text:
+            seen.append(_value(text, "loadgen_ttft_seconds_count"))
 
-    tokens = [*RUN, "target_qps=100", "use_token_latencies=true", "ttft_latency_ms=500",
-              "tpot_latency_ms=50", "input_tokens=16", "output_tokens=4", "fixed_output=true"]
-    r = run_test(load_settings(None, tokens), "llmsim:step_base=1ms,max_seqs=32",
-                 progress=scrape, monitors=[exporter])
-    assert outputs and max(outputs) > 0  # merged from the workers' reports, mid-run
-    final = generate_latest(exporter.registry).decode()
-    assert r.stats.token_stats is not None
-    assert _value(final, "loadgen_output_tokens_total") == r.stats.token_stats.tokens.output_total
-    ttft = r.stats.token_stats.latency("ttft_ns").summary
-    assert _value(final, "loadgen_ttft_seconds_count") == ttft["count"]
+    settings = load_settings(None, [
+        "preset='dev'", "scenario='Server'", "target_qps=60", "min_duration_s=2.5",
+        "min_query_count=20", "use_token_latencies=true", "ttft_latency_ms=50",
+        "tpot_latency_ms=10", "input_tokens=40", "output_tokens=4", "max_issue_lag_ms=1000",
+        "workers=2"])
+    run_test(settings, "llmsim:step_base=2ms", progress=scrape, monitors=[exporter])
+    assert seen and max(seen) > 0

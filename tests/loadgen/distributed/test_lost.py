@@ -146,4 +146,4 @@ def test_the_watchdog_gives_up_a_silent_worker(monkeypatch):
     assert lost["issued"] == 3 and lost["last_report_scheduled_s"] == 1.5
     assert lost["missing"] == share_size(plan, 1, 2) - 3
     figures = spread.distributed["workers"][1]
-    assert figures["status"] == "lost" and figures["longest_silence_s"] > 0.3
+    assert figures["status"] == "lost" and figures["longest_silence_s"] >= 0.3  # rounded to ms

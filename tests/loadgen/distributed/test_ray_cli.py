@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.record.querylog import read_binary
+
 pytest.importorskip("ray")
 pytestmark = pytest.mark.functional
 
@@ -32,3 +34,12 @@ def test_run_with_ray_local_writes_the_distributed_block(tmp_path):
     assert all(w["offset_error_ns"] * 2 >= w["rtt_ns"] > 0 for w in d["workers"])
     assert doc["queries"] == sum(w["queries"] for w in doc["workers"]["per_worker"])
     assert "Engine    : ray" in (out / "summary.txt").read_text()
+    # the actors' query logs came back with their reports (times from the common start)
+    rows, kinds = read_binary(out)
+    assert len(rows) == sum(w["issued"] for w in doc["workers"]["per_worker"]) > 0
+    assert len(set(rows["query_id"].tolist())) == len(rows) and kinds == {"ok": 0}
+    assert rows["scheduled_ns"].min() >= 0
+    assert (rows["done_ns"] >= rows["sent_ns"]).all()
+    for i in (0, 1):
+        part, _ = read_binary(out / "workers" / str(i))
+        assert 0 < len(part) < len(rows)

@@ -58,3 +58,21 @@ def test_the_breakdown_is_summed_over_load_workers():
     reps = r.sut["replicas"]
     assert sum(x["done"] for x in reps) == sum(w["issued"] for w in r.workers["per_worker"])
     assert all(x["issued"] > 0 for x in reps)
+
+
+def test_token_streaming_replicas_get_the_prompts_and_report_their_streams():
+    sim = "llmsim:step_base=2ms,step_per_seq=100us,prefill_per_token=10us,max_seqs=8"
+    settings = load_settings(None, [
+        "preset='dev'", "scenario='Server'", "target_qps=40", "min_duration_s=1",
+        "min_query_count=20", "use_token_latencies=true", "ttft_latency_ms=50",
+        "tpot_latency_ms=10", "input_tokens=40", "output_tokens=6", "fixed_output=true",
+        "max_issue_lag_ms=1000"])
+    r = run_test(settings, f"replicas:round_robin:{sim};{sim}")
+    ts = r.stats.token_stats
+    assert ts is not None and ts.tokens.requests == r.stats.queries > 0
+    assert ts.latencies["ttft_ns"].summary["count"] == r.stats.queries
+    assert ts.tokens.output_total == 6 * ts.tokens.requests  # the prompts' max_tokens reached
+    reps = r.sut["replicas"]
+    assert [x["sut"] for x in reps] == ["llmsim", "llmsim"]
+    assert all(x["done"] > 0 and x["failed"] == 0 for x in reps)
+    assert sum(x["done"] for x in reps) >= r.stats.queries

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from loadgen.api import run_test
+from loadgen.mlperf.runlogs import accuracy_rows
+from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
 from tests.loadgen.mlperf import logfiles
 
@@ -58,3 +61,30 @@ def test_an_accuracy_run_is_judged_on_accuracy_however_short():
     assert result.stats.duration_s < settings.min_duration_s
     assert result.valid, result.verdict.reasons
     assert result.stats.accuracy is not None and result.stats.accuracy.value >= 0.9
+
+
+def test_an_accuracy_run_logs_every_sample_with_its_output(tmp_path: Path):
+    out = tmp_path / "run"
+    done = _loadgen("run", "scenarios/single_stream.toml", "--sut", "builtin:digits",
+                    "--set", "mode='accuracy'", "--set", "total_sample_count=64",
+                    "--set", "performance_sample_count=64", "--mlperf-logs", "--quiet",
+                    "--out", str(out))
+    assert done.returncode in (0, 1), done.stderr
+    entries = json.loads((out / "mlperf_log_accuracy.json").read_text())
+    assert sorted(e["qsl_idx"] for e in entries) == list(range(64))
+    assert sorted(e["seq_id"] for e in entries) == list(range(64))  # one sample a query
+    labels = [int.from_bytes(bytes.fromhex(e["data"]), "little") for e in entries]
+    assert all(0 <= label <= 9 for label in labels) and len(set(labels)) > 1
+    detail = logfiles.detail(out / "mlperf_log_detail.txt")
+    assert detail["effective_test_mode"] == "AccuracyOnly"
+
+
+def test_accuracy_rows_split_an_array_output_by_sample_and_keep_other_outputs_whole():
+    plan = RunPlan.of(settings_from_mapping({
+        "scenario": "MultiStream", "mode": "accuracy", "samples_per_query": 2,
+        "total_sample_count": 5, "performance_sample_count": 5}))
+    outputs = {1: np.array([7, 8], dtype=np.int64), 0: "hi", 2: None}
+    rows = accuracy_rows(plan, outputs)
+    assert [(r.seq_id, r.qsl_idx) for r in rows] == [(1, 2), (1, 3), (0, 0), (0, 1), (2, 4)]
+    assert [r.data for r in rows] == [np.int64(7).tobytes(), np.int64(8).tobytes(), b"hi",
+                                      b"hi", b""]

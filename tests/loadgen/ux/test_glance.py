@@ -3,8 +3,10 @@ the recent windows, the share within the SLO, issue lag and errors, without a fl
 
 from __future__ import annotations
 
+import json
+
 from loadgen.record.collect import Collector
-from loadgen.record.glance import Glance, glance, merge_glances
+from loadgen.record.glance import Glance, decode_glance, encode_glance, glance, merge_glances
 
 MS = 1_000_000
 
@@ -59,3 +61,10 @@ def test_several_processes_merge_to_the_worst_figures_and_summed_errors() -> Non
     assert merge_glances([a, b]) == Glance(2 * MS, 5 * MS, 0.97, 10_000,
                                            (("http_503", 1), ("timeout", 3)))
     assert merge_glances([Glance(None, None, None, None)]) == Glance(None, None, None, None)
+
+
+def test_a_glance_survives_its_plain_encoding():
+    g = Glance(2 * MS, 5 * MS, 0.97, 10_000, (("http_503", 2), ("timeout", 1)))
+    assert decode_glance(json.loads(json.dumps(encode_glance(g)))) == g
+    empty = Glance(None, None, None, None)
+    assert decode_glance(encode_glance(empty)) == empty
