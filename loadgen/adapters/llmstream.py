@@ -265,9 +265,14 @@ class StreamingSut(abc.ABC):
         return self._sink
 
     def use_prompts(self, prompts: PromptSource) -> None:
-        """The run's prompts, by sample index."""
+        """The run's prompts, by sample index; their `tokenizer` counts the output unless the
+        spec names one."""
         self._prompts = prompts
         self._requests.clear()
+        tokenizer = getattr(prompts, "tokenizer", None)
+        if "tokenizer" not in self.endpoint.options and tokenizer in TOKENIZERS:
+            self.tokenizer = tokenizer
+            self.counter = ChunkCounter(tokenizer)
 
     async def start(self, sink: CompletionSink, timers: Timers) -> None:
         """Open the connections (one per stream in flight)."""
@@ -306,6 +311,8 @@ class StreamingSut(abc.ABC):
         """A stream ended well: note an early stop of a fixed-length output, report it (a
         sample of a query of several: the query is done with its last sample)."""
         stream = exchange.stream
+        if stream.input_tokens is None:  # no usage: the workload's count
+            stream.input_tokens = exchange.prompt.input_tokens
         if exchange.prompt.fixed_output and stream.finish_reason not in (None, "length"):
             self.fixed_output_short += 1
         group = exchange.group

@@ -52,7 +52,8 @@ class TokenStream:
     server_output_tokens: int | None = None
     """`usage.completion_tokens` as the server reported it; None when it did not."""
     input_tokens: int | None = None
-    """`usage.prompt_tokens` as the server reported it; None when it did not."""
+    """`usage.prompt_tokens` as the server reported it; the HTTP adapters fill in the
+    prompt's own count (the workload's) when it reports none."""
     finish_reason: str | None = None
 
     def add(self, stamp_ns: int, tokens: int, *, answer: bool = True) -> None:

@@ -28,7 +28,11 @@ class Prompt:
 
 
 class PromptSource(Protocol):
-    """The run's prompts, by sample index."""
+    """The run's prompts, by sample index.
+
+    The run's built sources also carry `tokenizer` (the `tokenizer` setting that counted
+    their lengths); a streaming adapter counts with it unless its spec names its own.
+    """
 
     def prompt(self, index: int) -> Prompt:
         """The prompt for one sample index of the run's library."""
