@@ -8,11 +8,12 @@ a turn's end until the session's next turn is sent; the last turn, or a failed o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from loadgen.adapters.tokens import Prompt, Turn
 
-__all__ = ["Exchanged", "Histories"]
+__all__ = ["Exchanged", "Histories", "transcript"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +46,9 @@ class Histories:
             self.sessions.pop(turn.session, None)
             return
         self.sessions.setdefault(turn.session, []).append(exchanged)
+
+
+def transcript(history: Sequence[Exchanged], prompt: Prompt) -> str:
+    """A completions-style prompt of a turn: every earlier message and answer, concatenated,
+    then its own message."""
+    return "".join(e.prompt.text + e.answer for e in history) + prompt.text
