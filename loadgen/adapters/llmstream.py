@@ -94,10 +94,9 @@ class Exchange:
                  group: Group | None = None, turn: Turn | None = None,
                  message: Prompt | None = None) -> None:
         self.sut, self.query_id, self.prompt, self.group = sut, query_id, prompt, group
-        self.turn, self.message = turn, message
-        """A session's turn, and its own message (`prompt` is the whole grown request)."""
+        self.turn, self.message = turn, message  # a session's turn and its own message
+        # the answer's text as it arrives, kept for the session's next turn
         self.answer: list[str] | None = [] if turn is not None and not turn.last else None
-        """The answer's text as it arrives, kept for the session's next turn."""
         self.stream = TokenStream(turn=0 if turn is None else turn.index)
         self.sse = SseParser()
         self.prefix = self.suffix = b""

@@ -161,3 +161,14 @@ def test_a_server_run_of_sessions_reports_each_turn(tmp_path: Path) -> None:
 def test_a_sut_without_turns_is_refused() -> None:
     with pytest.raises(SutError, match="issue_turn"):
         run_test(settings(turns=2), "sim:service=const:1ms")
+
+
+def test_load_processes_merge_their_turns(tmp_path: Path) -> None:
+    result = run_test(settings(turns=2, think_time_ms=10.0, workers=2),
+                      "llmsim:step_base=1ms,step_per_seq=100us,prefill_per_token=10us",
+                      out_dir=tmp_path)
+    ts = result.stats.token_stats
+    assert ts is not None
+    assert sorted(ts.turns) == ["1", "2"]
+    assert ts.turns["1"]["count"] == ts.turns["2"]["count"]
+    assert 2 * ts.turns["1"]["count"] == ts.tokens.requests == result.stats.queries
