@@ -58,7 +58,7 @@ class TokenCounts:
     partial: int
     no_output: int
     input_total: int
-    input_known: int  # requests whose input length was reported
+    input_known: int  # requests whose input length is known (usage, else the workload's)
     output_total: int
     input: dict[str, int]  # per-request summary (tokens)
     output: dict[str, int]

@@ -70,6 +70,9 @@ def check_turns(settings: Any, open_loop: bool, token_workload: bool,
                 problems: list[str]) -> None:
     """Sessions need an open-loop run of single-sample queries over a token workload."""
     if session_shape(settings) is None:
+        if settings.think_time_ms:
+            problems.append("think_time_ms: a think time comes between the turns of a session; "
+                            "set turns (above 1)")
         return
     if not open_loop:
         problems.append("turns: multi-turn sessions start open loop (Server with a Poisson, "

@@ -129,6 +129,8 @@ def test_settings_are_checked() -> None:
         settings_from_mapping(base | {"turns": 2, "scenario": "SingleStream"})
     with pytest.raises(SettingsError, match="think_time_ms: must be"):
         settings_from_mapping(base | {"turns": 2, "think_time_ms": -1})
+    with pytest.raises(SettingsError, match="think_time_ms: a think time comes between"):
+        settings_from_mapping(base | {"think_time_ms": 100})
     with pytest.raises(SettingsError, match="need a token workload"):
         settings_from_mapping({"turns": 2, "target_latency_ms": 100})
 
