@@ -158,6 +158,15 @@ def test_a_server_run_of_sessions_reports_each_turn(tmp_path: Path) -> None:
         assert turns[str(k)]["ttft_ns"]["min"] >= (1.1 * MS + grown * 10 * US) * 0.999
         assert turns[str(k)]["tpot_ns"]["count"] == sessions
     assert "turn 3" in render_summary(result)
+    # every later turn was scheduled exactly 20 ms after an answer's end, and sent no sooner
+    rows = [line.split(",") for line in
+            (tmp_path / "queries.csv").read_text().splitlines()[1:]]
+    done = {int(r[3]) for r in rows}
+    follow_ups = [r for r in rows if int(r[0]) >= FOLLOW_UP_IDS]
+    assert len(follow_ups) == 2 * sessions
+    for row in follow_ups:
+        scheduled, sent = int(row[1]), int(row[2])
+        assert scheduled - 20 * MS in done and sent >= scheduled
 
 
 def test_a_sut_without_turns_is_refused() -> None:
