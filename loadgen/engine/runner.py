@@ -5,7 +5,9 @@ query at its scheduled time whatever is still in flight; closed loop
 (SingleStream, MultiStream, `arrival = "closed"`) issues the next query when
 one completes, scheduled at that completion's stamped time. asyncio's timers
 are about 1 ms coarse, so waits end `SPIN_WINDOW_NS` early and the rest is a
-yielding spin; the SUT's own timers (`call_at_ns`) are served the same way.
+yielding spin; the SUT's own timers (`call_at_ns`) are served the same way, and so
+are the later turns of multi-turn sessions (`engine.conversations`), each sent a think
+time after the previous answer; the drain waits for those still pending.
 
 Bulk work is kept off issue times. The schedule is planned ahead before the
 clock starts (up to `PLAN_AHEAD_VALUES` offsets and sample indices; a longer
