@@ -18,8 +18,10 @@ A fixed output length (with `ignore_eos=1`) adds `ignore_eos` and `min_tokens` b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from loadgen.adapters.history import Exchanged, transcript
 from loadgen.adapters.llmstream import (
     KEYS,
     Exchange,
@@ -64,13 +66,14 @@ class GenerateSut(StreamingSut):
         version = f"/versions/{self.version}" if self.version else ""
         return f"/v2/models/{self.endpoint.model}{version}/generate_stream"
 
-    def body(self, prompt: Prompt) -> dict[str, Any]:
-        """`text_input` and the parameters: streamed, `max_tokens`, the extras."""
+    def body(self, prompt: Prompt, history: Sequence[Exchanged] = ()) -> dict[str, Any]:
+        """`text_input` (after a session's earlier turns, concatenated) and the parameters:
+        streamed, `max_tokens`, the extras."""
         lengths: dict[str, Any] = {"max_tokens": prompt.max_tokens}
         if prompt.fixed_output and self.ignore_eos:
             lengths |= {"ignore_eos": True, "min_tokens": prompt.max_tokens}
         parameters: dict[str, Any] = {"stream": True}
-        body: dict[str, Any] = {"text_input": prompt.text}
+        body: dict[str, Any] = {"text_input": transcript(history, prompt)}
         if self.max_tokens_at == "top":
             body |= lengths
         else:
@@ -96,5 +99,7 @@ class GenerateSut(StreamingSut):
         if isinstance(text, str) and text:
             tokens = self.counter.count_text(text)
             exchange.add(now_ns, tokens, tokens, True)
+            if exchange.answer is not None:
+                exchange.answer.append(text)
             if reason is None:
                 learn(exchange, payload, text, True)

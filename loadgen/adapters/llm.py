@@ -12,7 +12,9 @@ per-request timings as components: `queue`, `prefill`, `decode` and `server_tota
 
 A query of several samples (Offline) runs them as separate requests and reports one stream
 when the last ends: every sample's chunks in stamp order, token counts summed.
-Failures are reported with kind `overloaded` (the engine's waiting queue is full), `abort`
+A turn of a multi-turn session (`issue_turn`) is sent as the session's earlier prompts
+and answers (their text concatenated) followed by its own prompt, so its input grows by
+the previous prompt and answer. Failures are reported with kind `overloaded` (the engine's waiting queue is full), `abort`
 (the engine stopped first) or `error`, keeping the chunks that had arrived.
 """
 
@@ -26,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink, Timers, parse_options
-from loadgen.adapters.tokens import PromptSource, StreamSink, TokenStream
+from loadgen.adapters.history import Exchanged, Histories, transcript
+from loadgen.adapters.tokens import Prompt, PromptSource, StreamSink, TokenStream, Turn
 from loadgen.errors import SutError, SutSpecError
 from sut import errors as sut_errors
 from sut.llm.config import EngineConfig, parse_engine_options
@@ -48,11 +51,14 @@ def is_llm_spec(spec: str) -> bool:
 class _Query:
     """The samples of one query still running, and the chunks they streamed."""
 
-    __slots__ = ("chunks", "components", "error", "finish_reason", "input_tokens", "left",
-                 "output_tokens")
+    __slots__ = ("answer", "chunks", "components", "error", "finish_reason", "input_tokens",
+                 "left", "message", "output_tokens", "turn")
 
-    def __init__(self, samples: int) -> None:
+    def __init__(self, samples: int, turn: Turn | None = None,
+                 message: Prompt | None = None) -> None:
         self.left = samples
+        self.turn, self.message = turn, message  # a session's turn and its own prompt
+        self.answer: list[str] | None = [] if turn is not None and not turn.last else None
         self.chunks: list[tuple[int, int]] = []
         self.input_tokens = self.output_tokens = 0
         self.finish_reason: str | None = None
@@ -73,6 +79,7 @@ class LlmSut:
         self._prompts: PromptSource | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sink: StreamSink | None = None
+        self.histories = Histories()
 
     @classmethod
     def from_spec(cls, spec: str) -> LlmSut:
@@ -106,20 +113,32 @@ class LlmSut:
         query = _Query(len(sample_indices))
         for index in sample_indices:
             prompt = self._prompts.prompt(int(index))
-            params = SamplingParams(max_tokens=prompt.max_tokens, temperature=0.0,
-                                    ignore_eos=prompt.fixed_output,
-                                    min_tokens=prompt.max_tokens if prompt.fixed_output else 0)
-            try:
-                self._engine.submit(encode(prompt.text), params,
-                                    self._on_output(query_id, query))
-            except sut_errors.SutError as exc:
-                kind = "overloaded" if isinstance(exc, sut_errors.Overloaded) else "error"
-                self._settle(query_id, query, error=(kind, f"{type(exc).__name__}: {exc}"))
+            self._submit(query_id, query, prompt, prompt.text)
+
+    def issue_turn(self, query_id: int, sample: int, turn: Turn) -> None:
+        """Submit a session's turn: its earlier prompts and answers, then its own prompt."""
+        assert self._prompts is not None
+        prompt = self._prompts.prompt(sample)
+        self._submit(query_id, _Query(1, turn, prompt), prompt,
+                     transcript(self.histories.before(turn), prompt))
+
+    def _submit(self, query_id: int, query: _Query, prompt: Prompt, text: str) -> None:
+        assert self._engine is not None
+        params = SamplingParams(max_tokens=prompt.max_tokens, temperature=0.0,
+                                ignore_eos=prompt.fixed_output,
+                                min_tokens=prompt.max_tokens if prompt.fixed_output else 0)
+        try:
+            self._engine.submit(encode(text), params, self._on_output(query_id, query))
+        except sut_errors.SutError as exc:
+            kind = "overloaded" if isinstance(exc, sut_errors.Overloaded) else "error"
+            self._settle(query_id, query, error=(kind, f"{type(exc).__name__}: {exc}"))
 
     def _on_output(self, query_id: int, query: _Query) -> Callable[[Delta], None]:
         def on_output(delta: Delta) -> None:  # the engine thread
             if delta.new_tokens:
                 query.chunks.append((delta.emit_ns, delta.new_tokens))
+                if query.answer is not None:
+                    query.answer.append(delta.text)
             if not delta.finished:
                 return
             query.input_tokens += delta.prompt_tokens
@@ -145,12 +164,17 @@ class LlmSut:
         now = time.perf_counter_ns()
         stream = TokenStream(input_tokens=query.input_tokens,
                              server_output_tokens=query.output_tokens,
-                             finish_reason=query.finish_reason)
+                             finish_reason=query.finish_reason,
+                             turn=0 if query.turn is None else query.turn.index)
         for stamp, tokens in sorted(query.chunks):
             stream.add(stamp, tokens)
         stream.client_tokens = sum(tokens for _, tokens in query.chunks)
         done_ns = stream.chunk_ns[-1] if stream.chunk_ns else now
         assert self._sink is not None
+        if query.turn is not None and query.message is not None:  # before the next turn's send
+            kept = None if query.error is not None else Exchanged(
+                query.message, "".join(query.answer or ()), query.output_tokens)
+            self._post(self.histories.ended, query.turn, kept)
         if query.error is not None:
             self._post(self._sink.failed, query_id, now, query.error[0], query.error[1],
                        stream)

@@ -16,7 +16,9 @@ TTFT = step_base + step_per_seq + prefill_per_token * I from its arrival and
 TPOT = step_base + step_per_seq. `capacity_qps` gives the saturated rate.
 
 Without a token workload (no `use_prompts`), every request has `input` and
-`output` tokens. A query of several samples (Offline) runs one sequence per
+`output` tokens. A turn of a multi-turn session (`issue_turn`) has as input its
+own prompt plus every earlier prompt and answer of the session: turn k's input
+is turn k-1's input and output plus its own prompt's tokens. A query of several samples (Offline) runs one sequence per
 sample, reports each through `sample_streamed` and ends with `done`.
 """
 
@@ -31,8 +33,9 @@ from typing import Any
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink, Timers
+from loadgen.adapters.history import Exchanged, Histories
 from loadgen.adapters.sim import parse_duration_ns
-from loadgen.adapters.tokens import Prompt, PromptSource, TokenStream
+from loadgen.adapters.tokens import Prompt, PromptSource, TokenStream, Turn
 from loadgen.errors import SutSpecError, suggest
 
 __all__ = ["CostModel", "DecodeEngine", "LlmSimSut", "Sequence", "capacity_qps"]
@@ -78,6 +81,8 @@ class Sequence:
     stream: TokenStream = field(default_factory=TokenStream)
     produced: int = 0
     pending: int = 0  # tokens produced and not yet sent in a chunk
+    turn: Turn | None = None  # its turn of a multi-turn session
+    prompt: Prompt | None = None  # the turn's own message
 
 
 class DecodeEngine:
@@ -161,6 +166,7 @@ class LlmSimSut:
         self._timers: Timers | None = None
         self._samples_left: dict[int, int] = {}
         self._sample_done: dict[int, list[int]] = {}
+        self._histories = Histories()
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> LlmSimSut:
@@ -201,6 +207,17 @@ class LlmSimSut:
         if began:
             self._arm()
 
+    def issue_turn(self, query_id: int, sample: int, turn: Turn) -> None:
+        """One turn of a session: its prompt after the session's earlier prompts and answers."""
+        assert self._timers is not None, "issue before start"
+        prompt = self._prompt(sample)
+        seq = Sequence(query_id, self._clock(), self._histories.input_tokens(turn, prompt),
+                       prompt.max_tokens, turn=turn, prompt=prompt)
+        seq.stream.input_tokens = seq.input_tokens
+        seq.stream.turn = turn.index
+        if self.engine.submit(seq):
+            self._arm()
+
     def _prompt(self, index: int) -> Prompt:
         return self.default_prompt if self._prompts is None else self._prompts.prompt(index)
 
@@ -221,6 +238,8 @@ class LlmSimSut:
         stream.server_output_tokens = seq.produced
         stream.finish_reason = "length"
         done_ns = stream.chunk_ns[-1]
+        if seq.turn is not None and seq.prompt is not None:
+            self._histories.ended(seq.turn, Exchanged(seq.prompt, "", seq.produced))
         left = self._samples_left.get(seq.query_id)
         if left is None:
             sink.streamed(seq.query_id, done_ns, stream)

@@ -26,22 +26,24 @@ options they share (`KEYS`), the pool, the prompts, and the request cache.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink, Timers
 from loadgen.adapters.fasthttp import request_bytes
+from loadgen.adapters.history import Exchanged, Histories
 from loadgen.adapters.http import error_detail
 from loadgen.adapters.remote import Endpoint, tls_context
 from loadgen.adapters.sse import SseParser
 from loadgen.adapters.streamhttp import StreamPool
 from loadgen.adapters.tokencount import TOKENIZERS, ChunkCounter
-from loadgen.adapters.tokens import Prompt, PromptSource, StreamSink, TokenStream
+from loadgen.adapters.tokens import Prompt, PromptSource, StreamSink, TokenStream, Turn
 from loadgen.errors import SutError, SutSpecError
 
 __all__ = ["KEYS", "Exchange", "Group", "StreamError", "StreamingSut", "decode", "error_message", "learn"]
@@ -65,7 +67,10 @@ class StreamError(Exception):
 
 
 def learn(exchange: Exchange, payload: bytes, text: str, answer: bool) -> None:
-    """Remember the JSON around `text` in `payload` for the fast path (when it occurs once)."""
+    """Remember the JSON around `text` in `payload` for the fast path (when it occurs once);
+    never for a session's turn, whose answer text is kept (every chunk is decoded)."""
+    if exchange.answer is not None:
+        return
     for literal in (json.dumps(text, ensure_ascii=False).encode(), json.dumps(text).encode()):
         if payload.count(literal) == 1:
             i = payload.find(literal)
@@ -81,14 +86,18 @@ def learn(exchange: Exchange, payload: bytes, text: str, answer: bool) -> None:
 class Exchange:
     """One streamed request and its stream as it arrives."""
 
-    __slots__ = ("done_marker", "error_body", "failed", "frame", "group", "pattern", "prefix",
-                 "prompt", "query_id", "sse", "status", "stream", "suffix", "sut",
-                 "template_answer", "usage_out")
+    __slots__ = ("answer", "done_marker", "error_body", "failed", "frame", "group", "message",
+                 "pattern", "prefix", "prompt", "query_id", "sse", "status", "stream", "suffix",
+                 "sut", "template_answer", "turn", "usage_out")
 
     def __init__(self, sut: StreamingSut, query_id: int, prompt: Prompt,
-                 group: Group | None = None) -> None:
+                 group: Group | None = None, turn: Turn | None = None,
+                 message: Prompt | None = None) -> None:
         self.sut, self.query_id, self.prompt, self.group = sut, query_id, prompt, group
-        self.stream = TokenStream()
+        self.turn, self.message = turn, message  # a session's turn and its own message
+        # the answer's text as it arrives, kept for the session's next turn
+        self.answer: list[str] | None = [] if turn is not None and not turn.last else None
+        self.stream = TokenStream(turn=0 if turn is None else turn.index)
         self.sse = SseParser()
         self.prefix = self.suffix = b""
         self.pattern: re.Pattern[bytes] | None = None
@@ -201,6 +210,8 @@ class Exchange:
 
     def _failed(self, now_ns: int, kind: str, detail: str | None) -> None:
         self.failed = True
+        if self.turn is not None:
+            self.sut.histories.ended(self.turn, None)
         group = self.group
         if group is not None:
             group.left -= 1
@@ -257,6 +268,8 @@ class StreamingSut(abc.ABC):
         self._completions: CompletionSink | None = None
         self._pool: StreamPool | None = None
         self._requests: dict[int, bytes] = {}
+        self.histories = Histories()
+        """Multi-turn sessions' earlier turns, sent again with each next turn."""
 
     @property
     def sink(self) -> StreamSink:
@@ -265,9 +278,14 @@ class StreamingSut(abc.ABC):
         return self._sink
 
     def use_prompts(self, prompts: PromptSource) -> None:
-        """The run's prompts, by sample index."""
+        """The run's prompts, by sample index; their `tokenizer` counts the output unless the
+        spec names one."""
         self._prompts = prompts
         self._requests.clear()
+        tokenizer = getattr(prompts, "tokenizer", None)
+        if "tokenizer" not in self.endpoint.options and tokenizer in TOKENIZERS:
+            self.tokenizer = tokenizer
+            self.counter = ChunkCounter(tokenizer)
 
     async def start(self, sink: CompletionSink, timers: Timers) -> None:
         """Open the connections (one per stream in flight)."""
@@ -297,15 +315,31 @@ class StreamingSut(abc.ABC):
                     self._requests[index] = payload
             pool.submit(Exchange(self, query_id, prompt, group), payload)
 
-    def request(self, prompt: Prompt) -> bytes:
-        """The whole HTTP request of one prompt."""
-        body = json.dumps(self.body(prompt), separators=(",", ":")).encode()
+    def issue_turn(self, query_id: int, sample: int, turn: Turn) -> None:
+        """Send a session's turn: its own message after the session's earlier turns."""
+        pool, prompts = self._pool, self._prompts
+        assert pool is not None and prompts is not None, "issue before start"
+        message = prompts.prompt(sample)
+        history = self.histories.before(turn)
+        grown = dataclasses.replace(message,
+                                    input_tokens=self.histories.input_tokens(turn, message))
+        pool.submit(Exchange(self, query_id, grown, turn=turn, message=message),
+                    self.request(message, history))
+
+    def request(self, prompt: Prompt, history: Sequence[Exchanged] = ()) -> bytes:
+        """The whole HTTP request of one prompt (after a session's `history`)."""
+        body = json.dumps(self.body(prompt, history), separators=(",", ":")).encode()
         return request_bytes("POST", self.path, self.endpoint.address, self.headers, body)
 
     def finished(self, exchange: Exchange, now_ns: int) -> None:
         """A stream ended well: note an early stop of a fixed-length output, report it (a
         sample of a query of several: the query is done with its last sample)."""
         stream = exchange.stream
+        if stream.input_tokens is None:  # no usage: the workload's count
+            stream.input_tokens = exchange.prompt.input_tokens
+        if exchange.turn is not None and exchange.message is not None:
+            self.histories.ended(exchange.turn, Exchanged(
+                exchange.message, "".join(exchange.answer or ()), stream.output_tokens))
         if exchange.prompt.fixed_output and stream.finish_reason not in (None, "length"):
             self.fixed_output_short += 1
         group = exchange.group
@@ -345,8 +379,8 @@ class StreamingSut(abc.ABC):
         """The request's path."""
 
     @abc.abstractmethod
-    def body(self, prompt: Prompt) -> dict[str, Any]:
-        """The JSON request body of one prompt."""
+    def body(self, prompt: Prompt, history: Sequence[Exchanged] = ()) -> dict[str, Any]:
+        """The JSON request body of one prompt, after a session's earlier turns."""
 
     @abc.abstractmethod
     def read(self, exchange: Exchange, payload: bytes, now_ns: int) -> None:

@@ -22,8 +22,10 @@ gives the server's counts; with continuous usage a chunk's tokens are the growth
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from loadgen.adapters.history import Exchanged, transcript
 from loadgen.adapters.llmstream import (
     KEYS,
     Exchange,
@@ -70,16 +72,21 @@ class OpenAISut(StreamingSut):
         """`/v1/chat/completions` or `/v1/completions` (under `base`)."""
         return f"{self.base}/chat/completions" if self.chat else f"{self.base}/completions"
 
-    def body(self, prompt: Prompt) -> dict[str, Any]:
-        """The request of one prompt: streamed, usage asked, the workload's and spec's extras."""
+    def body(self, prompt: Prompt, history: Sequence[Exchanged] = ()) -> dict[str, Any]:
+        """The request of one prompt: streamed, usage asked, the workload's and spec's extras;
+        after a session's earlier turns (chat: their messages and answers; completions: their
+        text concatenated)."""
         options: dict[str, Any] = {"include_usage": True}
         if self.continuous_usage:
             options["continuous_usage_stats"] = True
         body: dict[str, Any] = {"model": self.endpoint.model}
         if self.chat:
-            body["messages"] = [{"role": "user", "content": prompt.text}]
+            body["messages"] = [*(m for e in history for m in (
+                {"role": "user", "content": e.prompt.text},
+                {"role": "assistant", "content": e.answer})),
+                {"role": "user", "content": prompt.text}]
         else:
-            body["prompt"] = prompt.text
+            body["prompt"] = transcript(history, prompt)
         body |= {"max_tokens": prompt.max_tokens, "stream": True, "stream_options": options}
         if prompt.fixed_output and self.ignore_eos:
             body |= {"ignore_eos": True, "min_tokens": prompt.max_tokens}
@@ -113,6 +120,8 @@ class OpenAISut(StreamingSut):
                     tokens = out - exchange.usage_out
                 exchange.usage_out = out
             exchange.add(now_ns, tokens, client, bool(answer))
+            if answer and exchange.answer is not None:
+                exchange.answer.append(answer)
             if out is None and finish is None and not (answer and reasoning) \
                     and len(doc.get("choices") or ()) == 1:
                 learn(exchange, payload, answer or reasoning, bool(answer))

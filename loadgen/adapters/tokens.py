@@ -11,7 +11,12 @@ the built-in LLM engine, `llmsim:`) is a `SystemUnderTest` that also:
   `sink.failed(query_id, done_ns, kind, detail, stream=partial)` so the timings
   it had are kept (the failure still counts as an error);
 * in a query of several samples (Offline), reports each sample's stream with
-  `sink.sample_streamed(query_id, stream)` and ends the query with `sink.done`.
+  `sink.sample_streamed(query_id, stream)` and ends the query with `sink.done`;
+* for multi-turn sessions (`turns`), also takes `issue_turn(query_id, sample, turn)`:
+  the turn's new message is `prompts.prompt(sample)`, sent after the session's history
+  (the SUT keeps it: its earlier prompts and answers, `adapters.history`), and the
+  stream's `turn` is set to `turn.index`; the history is dropped after the last turn
+  or a failed one (the session ends there).
 
 Every stamp is `time.perf_counter_ns()` taken at the socket read (or the
 engine's emit) that delivered the bytes, before any parsing. Latencies are
@@ -31,9 +36,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from loadgen.plan.prompts import Prompt, PromptSource
+from loadgen.plan.prompts import Prompt, PromptSource, Turn
 
-__all__ = ["Prompt", "PromptSource", "StreamSink", "TokenStream"]
+__all__ = ["Prompt", "PromptSource", "StreamSink", "TokenStream", "Turn"]
 
 
 @dataclass(slots=True)
@@ -52,8 +57,11 @@ class TokenStream:
     server_output_tokens: int | None = None
     """`usage.completion_tokens` as the server reported it; None when it did not."""
     input_tokens: int | None = None
-    """`usage.prompt_tokens` as the server reported it; None when it did not."""
+    """`usage.prompt_tokens` as the server reported it; the HTTP adapters fill in the
+    prompt's own count (the workload's) when it reports none."""
     finish_reason: str | None = None
+    turn: int = 0
+    """Its turn in a multi-turn session (1, 2, ...); 0 for a single request."""
 
     def add(self, stamp_ns: int, tokens: int, *, answer: bool = True) -> None:
         """Record one chunk of `tokens` output tokens read at `stamp_ns`."""

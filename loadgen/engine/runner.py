@@ -5,7 +5,9 @@ query at its scheduled time whatever is still in flight; closed loop
 (SingleStream, MultiStream, `arrival = "closed"`) issues the next query when
 one completes, scheduled at that completion's stamped time. asyncio's timers
 are about 1 ms coarse, so waits end `SPIN_WINDOW_NS` early and the rest is a
-yielding spin; the SUT's own timers (`call_at_ns`) are served the same way.
+yielding spin; the SUT's own timers (`call_at_ns`) are served the same way, and so
+are the later turns of multi-turn sessions (`engine.conversations`), each sent a think
+time after the previous answer; the drain waits for those still pending.
 
 Bulk work is kept off issue times. The schedule is planned ahead before the
 clock starts (up to `PLAN_AHEAD_VALUES` offsets and sample indices; a longer
@@ -27,8 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.adapters.base import SystemUnderTest
+from loadgen.adapters.tokens import Turn
+from loadgen.engine.conversations import FOLLOW_UP_IDS, Conversations
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode
+from loadgen.plan.turns import session_shape
 from loadgen.record.collect import Collector
 from loadgen.record.glance import Glance, glance
 from loadgen.record.tally import RunTimes
@@ -94,6 +99,13 @@ class Runner:
         self._ahead: collections.deque[tuple[np.ndarray, np.ndarray]] = collections.deque()
         self._ahead_queries = 0
         self._ahead_limit = PLAN_AHEAD_VALUES // (1 + plan.samples_per_query)
+        shape = session_shape(plan.settings)
+        self._sessions: Conversations | None = None
+        if shape is not None and plan.open_loop:  # multi-turn: later turns on the timers
+            self._sessions = Conversations(shape, sut, self.call_at_ns, self._send_turn,
+                                           lambda: self._stop)
+            self._turn_ids = itertools.count(FOLLOW_UP_IDS)
+            collector.on_end = self._sessions.ended
 
     # -- services for the SUT and the collector ---------------------------------------------
 
@@ -140,7 +152,7 @@ class Runner:
             await self._issue_open(t0, measure_start)
         issue_end = clock()
         drain_until = issue_end + plan.drain_timeout_ns
-        await self._pump(drain_until, lambda: self.collector.in_flight == 0, stoppable=False)
+        await self._pump(drain_until, self._drained, stoppable=False)
         end = clock()
         unfinished = self.collector.abandon(end) if self.collector.in_flight else 0
         return RunTimes(t0, measure_start, issue_end, end, self._stop, unfinished)
@@ -199,6 +211,10 @@ class Runner:
             if self._stop:
                 return
 
+    def _drained(self) -> bool:
+        """Nothing in flight, and no session's next turn waiting to be sent."""
+        return self.collector.in_flight == 0 and not (self._sessions and self._sessions.pending)
+
     def _can_issue(self) -> bool:
         """A slot is free, or nothing is in flight that could free one."""
         return bool(self._ready) or self.collector.in_flight == 0
@@ -246,7 +262,17 @@ class Runner:
         query_id = next(self._ids)
         sent = time.perf_counter_ns()
         self.collector.issued_query(query_id, scheduled, sent, len(samples), measured)
-        self.sut.issue(query_id, samples)
+        if self._sessions is None:
+            self.sut.issue(query_id, samples)
+        else:
+            self._sessions.begin(query_id, int(samples[0]), measured)
+
+    def _send_turn(self, scheduled: int, sample: int, turn: Turn, measured: bool) -> None:
+        """A session's next turn, due at `scheduled` (run from the timers, so on time)."""
+        assert self._sessions is not None
+        query_id = next(self._turn_ids)
+        self.collector.issued_query(query_id, scheduled, time.perf_counter_ns(), 1, measured)
+        self._sessions.sent(query_id, sample, turn, measured)
 
     # -- waiting -----------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from loadgen.judge import early_stopping
 from loadgen.plan.plan import RunPlan
 from loadgen.record.histograms import encode, percentile_ns, summary_ns
 from loadgen.record.tokens import TokenTally
+from loadgen.record.turns import TURN_METRICS
 
 __all__ = ["HISTOGRAM_KEYS", "Goodput", "TokenCounts", "TokenEarlyStopping", "TokenStats", "ViewedSummary",
            "summarize_tokens"]
@@ -57,7 +58,7 @@ class TokenCounts:
     partial: int
     no_output: int
     input_total: int
-    input_known: int  # requests whose input length was reported
+    input_known: int  # requests whose input length is known (usage, else the workload's)
     output_total: int
     input: dict[str, int]  # per-request summary (tokens)
     output: dict[str, int]
@@ -143,6 +144,9 @@ class TokenStats:
     early_stopping: dict[str, TokenEarlyStopping]  # "ttft", "tpot" where a target is set
     histograms: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
     """`HISTOGRAM_KEYS` as HDR V2 text (from the schedule), for compare and re-reading."""
+    turns: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Multi-turn sessions, by turn index ("1", "2", ...): `count` (finished streams of that
+    turn) and the `ttft_ns` and `tpot_ns` summaries, each from its turn's own schedule."""
 
     def latency(self, key: str) -> ViewedSummary:
         """One latency by its result.json key (`ttft_ns`, `tpot_ns`, ...)."""
@@ -155,6 +159,8 @@ class TokenStats:
         out["goodput"] = self.goodput.as_dict()
         out["token_early_stopping"] = {k: v.as_dict() for k, v in self.early_stopping.items()}
         out["token_histograms"] = dict(self.histograms)
+        if self.turns:
+            out["turns"] = self.turns
         return out
 
     @classmethod
@@ -166,7 +172,7 @@ class TokenStats:
                    TokenCounts.from_dict(doc["tokens"]), Goodput.from_dict(doc["goodput"]),
                    {k: TokenEarlyStopping.from_dict(v)
                     for k, v in doc.get("token_early_stopping", {}).items()},
-                   dict(doc.get("token_histograms", {})))
+                   dict(doc.get("token_histograms", {})), dict(doc.get("turns", {})))
 
 
 def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float) -> TokenStats:
@@ -195,7 +201,10 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float) -> TokenSt
                       c["good"] / attempted if attempted else 1.0, per_s(c["good"]),
                       per_s(c["good_tokens"]))
     blobs = {k: encode(h[k]) for k in HISTOGRAM_KEYS if h[k].total_count}
-    return TokenStats(latencies, counts, goodput, _early_stopping(plan, t), blobs)
+    turns = {str(turn): {"count": int(hists["ttft_ns"].total_count),
+                         **{k: summary_ns(hists[k]) for k in TURN_METRICS}}
+             for turn, hists in sorted(t.turns.items())}
+    return TokenStats(latencies, counts, goodput, _early_stopping(plan, t), blobs, turns)
 
 
 def _early_stopping(plan: RunPlan, t: TokenTally) -> dict[str, TokenEarlyStopping]:

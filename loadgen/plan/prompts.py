@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Prompt", "PromptSource"]
+__all__ = ["Prompt", "PromptSource", "Turn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,28 @@ class Prompt:
 
 
 class PromptSource(Protocol):
-    """The run's prompts, by sample index."""
+    """The run's prompts, by sample index.
+
+    The run's built sources also carry `tokenizer` (the `tokenizer` setting that counted
+    their lengths); a streaming adapter counts with it unless its spec names its own.
+    """
 
     def prompt(self, index: int) -> Prompt:
         """The prompt for one sample index of the run's library."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """Which turn of a multi-turn session a request is (`engine.conversations` sends them)."""
+
+    session: int
+    """The session's id: the query id of its first turn."""
+    index: int
+    """1 for the session's first turn, 2 for the next, ..."""
+    count: int
+    """Turns in the session."""
+
+    @property
+    def last(self) -> bool:
+        """Whether no turn follows (the SUT can forget the session's history)."""
+        return self.index >= self.count

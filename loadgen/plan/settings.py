@@ -19,6 +19,7 @@ from typing import Any
 from loadgen.errors import SettingsError, suggest
 from loadgen.plan.lengths import LengthDist, parse_length
 from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
+from loadgen.plan.turns import check_turns, parse_think_time, think_time_dict
 
 __all__ = [
     "ARRIVALS",
@@ -127,6 +128,10 @@ class TestSettings:
     prefix_groups: int = _f(1, "distinct shared prefixes; sample i uses group i mod groups")
     tokenizer: str = _f("approx", "token counting: `approx` (words) or `bytes`")
     workload_rng_seed: int = _f(8470324591232611257, "seed of the prompts' lengths and text")
+    turns: LengthDist | None = _f(  # noqa: RUF009 - _f makes a field()
+        None, "turns per multi-turn session: a number or {dist = ...}; unset = single requests")
+    think_time_ms: float | LengthDist = _f(  # noqa: RUF009 - _f makes a field()
+        0.0, "between a session's answer and its next turn: ms or {dist = ...} (whole ms)")
     goodput_ttft_ms: float = _f(0.0, "goodput SLO on TTFT; 0 = ttft_latency_ms (or none)")
     goodput_tpot_ms: float = _f(0.0, "goodput SLO on TPOT; 0 = tpot_latency_ms (or none)")
     goodput_itl_ms: float = _f(0.0, "goodput SLO on every gap between tokens; 0 = none")
@@ -149,6 +154,8 @@ class TestSettings:
             "compliant": self.compliant,
             "input_tokens": None if self.input_tokens is None else self.input_tokens.as_dict(),
             "output_tokens": None if self.output_tokens is None else self.output_tokens.as_dict(),
+            "turns": None if self.turns is None else self.turns.as_dict(),
+            "think_time_ms": think_time_dict(self.think_time_ms),
         }
 
 
@@ -179,7 +186,7 @@ _INT_KEYS = {n for n, f in _FIELDS.items() if f.type == "int"}
 _FLOAT_KEYS = {n for n, f in _FIELDS.items() if f.type == "float"}
 _BOOL_KEYS = {n for n, f in _FIELDS.items() if f.type == "bool"}
 _PATH_KEYS = ("trace_file", "schedule_file", "dataset")
-_LENGTH_KEYS = ("input_tokens", "output_tokens")
+_LENGTH_KEYS = ("input_tokens", "output_tokens", "turns")
 
 
 def _coerce(key: str, value: Any, problems: list[str]) -> Any:
@@ -197,6 +204,8 @@ def _coerce(key: str, value: Any, problems: list[str]) -> Any:
         return _coerce_steps(value, problems)
     if key in _LENGTH_KEYS:
         return parse_length(key, value, problems)
+    if key == "think_time_ms":
+        return parse_think_time(value, problems)
     if key in _BOOL_KEYS:
         if not isinstance(value, bool):
             problems.append(f"{key}: expected true or false, got {value!r}")
@@ -361,6 +370,8 @@ def _check_tokens(s: TestSettings, problems: list[str]) -> None:
     if s.prefix_tokens and s.input_tokens is None:
         problems.append("prefix_tokens: shared prefixes go before synthetic prompts "
                         "(set input_tokens)")
+    check_turns(s, issue_mode(s) is IssueMode.OPEN,
+                s.input_tokens is not None or bool(s.dataset), problems)
 
 
 def settings_from_mapping(values: dict[str, Any]) -> TestSettings:
@@ -395,6 +406,8 @@ def settings_from_record(values: dict[str, Any]) -> TestSettings:
     for key in _LENGTH_KEYS:
         if known.get(key) is not None:
             known[key] = parse_length(key, known[key], [])
+    if "think_time_ms" in known:
+        known["think_time_ms"] = parse_think_time(known["think_time_ms"], [])
     return TestSettings(**known)
 
 

@@ -113,6 +113,7 @@ class DatasetPrompts:
 
     path: str
     prompts: tuple[Prompt, ...]
+    tokenizer: str = "approx"
 
     def prompt(self, index: int) -> Prompt:
         """The row of one sample index."""
@@ -159,7 +160,7 @@ def _read_dataset(s: TestSettings, output: LengthDist) -> DatasetPrompts:
         problems.append(f"dataset: {s.dataset} holds no prompts")
     if problems:
         raise SettingsError(problems)
-    return DatasetPrompts(s.dataset, tuple(prompts))
+    return DatasetPrompts(s.dataset, tuple(prompts), s.tokenizer)
 
 
 def prompts_for(settings: TestSettings) -> PromptSource | None:

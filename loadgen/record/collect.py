@@ -63,6 +63,9 @@ class Collector:
         self.late = 0
         self.last_done_ns = 0
         self.on_finish = on_finish
+        self.on_end: Callable[[int, int, bool], None] | None = None
+        """Sees each query leave flight: (query id, done stamp, finished well); multi-turn
+        sessions send their next turns from it."""
         self.log = log
         self.tokens: TokenRecorder | None = None  # made by the first stream, if not given
         if tokens is not None:
@@ -149,6 +152,8 @@ class Collector:
                 self._components(components)
             if self.outputs is not None:
                 self.outputs[query_id] = output
+        if self.on_end is not None:
+            self.on_end(query_id, done_ns, True)
         if self.on_finish is not None:
             self.on_finish(done_ns)
 
@@ -168,6 +173,8 @@ class Collector:
         self._count_error(kind, detail)
         if entry[3]:
             self.windows.error(entry[0])
+        if self.on_end is not None:
+            self.on_end(query_id, done_ns, False)
         if self.on_finish is not None:
             self.on_finish(done_ns)
 

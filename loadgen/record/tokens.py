@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
@@ -32,6 +32,7 @@ from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 from loadgen.adapters.tokens import TokenStream
 from loadgen.plan.tokenslo import NO_TOKEN_SLOS, TokenSlos
 from loadgen.record.histograms import Recorder, decode, encode, merge, new_histogram
+from loadgen.record.turns import TURN_METRICS, TurnHistograms, TurnRecorder, merge_turns
 
 __all__ = ["TOKEN_COUNTERS", "TOKEN_HISTOGRAMS", "TokenRecorder", "TokenTally"]
 
@@ -60,12 +61,17 @@ class TokenTally:
 
     histograms: dict[str, HdrHistogram]
     counters: dict[str, int]
+    turns: TurnHistograms = field(default_factory=dict)
+    """Multi-turn sessions: TTFT and TPOT by turn index (`record.turns`)."""
 
     def encode(self) -> dict[str, Any]:
         """Plain values: histograms as V2 base64 text (empty ones as None)."""
         return {"histograms": {k: encode(h) if h.total_count else None
                                for k, h in self.histograms.items()},
-                "counters": dict(self.counters)}
+                "counters": dict(self.counters),
+                "turns": {str(turn): {k: encode(h) if h.total_count else None
+                                      for k, h in hists.items()}
+                          for turn, hists in self.turns.items()}}
 
     @classmethod
     def decode(cls, doc: dict[str, Any]) -> TokenTally:
@@ -74,13 +80,17 @@ class TokenTally:
         counters = doc.get("counters", {})
         return cls({k: new_histogram() if hists.get(k) is None else decode(hists[k])
                     for k in TOKEN_HISTOGRAMS},
-                   {k: int(counters.get(k, 0)) for k in TOKEN_COUNTERS})
+                   {k: int(counters.get(k, 0)) for k in TOKEN_COUNTERS},
+                   {int(turn): {k: new_histogram() if per.get(k) is None else decode(per[k])
+                                for k in TURN_METRICS}
+                    for turn, per in doc.get("turns", {}).items()})
 
     @classmethod
     def merge(cls, parts: Sequence[TokenTally]) -> TokenTally:
         """One tally holding every part's counts, exactly."""
         return cls({k: merge(p.histograms[k] for p in parts) for k in TOKEN_HISTOGRAMS},
-                   {k: sum(p.counters[k] for p in parts) for k in TOKEN_COUNTERS})
+                   {k: sum(p.counters[k] for p in parts) for k in TOKEN_COUNTERS},
+                   merge_turns(p.turns for p in parts))
 
 
 class TokenRecorder:
@@ -96,6 +106,7 @@ class TokenRecorder:
         self._ttft, self._ttft_sent = r["ttft_ns"], r["ttft_sent_ns"]
         self._ttfo, self._ttfo_sent = r["ttfo_ns"], r["ttfo_sent_ns"]
         self._itl, self._chunk_gap = r["itl_ns"], r["chunk_gap_ns"]
+        self.turns = TurnRecorder()
 
     def streamed(self, scheduled_ns: int, sent_ns: int, stream: TokenStream) -> None:
         """One measured stream that ended well."""
@@ -127,6 +138,8 @@ class TokenRecorder:
             c["tpot_requests"] += 1
             if self.targets.tpot_ns and tpot > self.targets.tpot_ns:
                 c["tpot_over"] += 1
+        if stream.turn:
+            self.turns.add(stream.turn, first - scheduled_ns, tpot)
         if self.slos.met(first - scheduled_ns, tpot, stall, e2e):
             c["good"] += 1
             c["good_tokens"] += n
@@ -202,4 +215,4 @@ class TokenRecorder:
     def tally(self) -> TokenTally:
         """The figures so far (every buffer flushed)."""
         return TokenTally({k: r.histogram for k, r in self.recorders.items()},
-                          dict(self.counters))
+                          dict(self.counters), self.turns.histograms())

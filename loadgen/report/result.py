@@ -14,7 +14,7 @@ Schema (version 2), every latency in integer nanoseconds:
     distributed (several workers: engine, clocks, skew bound, lost workers);
     a token-stream run adds ttft_ns, ttfo_ns, e2e_ns (each with from_send), tpot_ns,
     itl_ns, chunk_gap_ns, normalized_latency_ns, longest_stall_ns, tokens{}, goodput{},
-    token_early_stopping{}, token_histograms{} (judge.tokenstats);
+    token_early_stopping{}, token_histograms{}, turns{} (multi-turn) (judge.tokenstats);
     energy{measured, reason, devices[], method, sample_hz, idle_w, avg_w, peak_w, joules,
         joules_per_query, qps_per_watt, ...} (see `judge.energy`)
 

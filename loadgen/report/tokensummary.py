@@ -73,12 +73,25 @@ def _goodput_lines(ts: TokenStats) -> list[str]:
             f"{g.tokens_per_s:.1f} tokens/s")]
 
 
+def _turn_lines(ts: TokenStats) -> list[str]:
+    """Multi-turn sessions: TTFT and TPOT of each turn, each from its own schedule."""
+    if not ts.turns:
+        return []
+    lines = ["", "Turns (ms, from each turn's schedule)   TTFT p50  TTFT p99  TPOT p50  TPOT p99"]
+    for turn, figures in ts.turns.items():
+        ttft, tpot = figures["ttft_ns"], figures["tpot_ns"]
+        cells = "".join(f"{v / 1e6:10.3f}" for v in (ttft["p50"], ttft["p99"], tpot["p50"],
+                                                     tpot["p99"]))
+        lines.append(f"  turn {turn:<6}n={figures['count']:<18}{cells}")
+    return lines
+
+
 def token_lines(result: RunResult) -> list[str]:
     """The token section of the summary (no lines without token figures)."""
     ts = result.stats.token_stats
     if ts is None:
         return []
-    return (_latency_lines(ts) + [""] + _count_lines(ts) + _mode_lines(ts)
+    return (_latency_lines(ts) + _turn_lines(ts) + [""] + _count_lines(ts) + _mode_lines(ts)
             + _goodput_lines(ts))
 
 

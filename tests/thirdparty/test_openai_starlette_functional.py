@@ -77,3 +77,22 @@ def test_the_servers_error_shape_is_the_failures_detail(port: int) -> None:
             "exist.\", \"type\": \"invalid_request_error\", \"param\": null, " \
             "\"code\": \"model_not_found\"}"
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_multi_turn_sessions_carry_their_history(port: int, endpoint: str) -> None:
+    """The server counts each request's words as its prompt_tokens: turn k of a session
+    carries every earlier prompt (8 words) and answer (12 " tok"), so it reports
+    8k + 12(k - 1) tokens: 8, 28, 48 for three turns."""
+    settings = settings_from_mapping({
+        "scenario": "Server", "preset": "dev", "min_duration_s": 0.5, "min_query_count": 10,
+        "target_qps": 20.0, "target_latency_ms": 5000.0, "input_tokens": 8,
+        "output_tokens": TOKENS, "fixed_output": True, "turns": 3, "think_time_ms": 10.0,
+        "max_issue_lag_ms": 250.0})
+    result = run_test(settings, f"openai://127.0.0.1:{port}/m?endpoint={endpoint}")
+    ts = result.stats.token_stats
+    assert ts is not None and not result.stats.errors
+    sessions = ts.turns["1"]["count"]
+    assert sessions >= 10 and ts.turns["3"]["count"] == sessions
+    assert ts.tokens.requests == 3 * sessions
+    assert ts.tokens.input_total == (8 + 28 + 48) * sessions

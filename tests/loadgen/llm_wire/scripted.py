@@ -208,10 +208,12 @@ class Collected:
 
 
 class Prompts:
-    """Every sample index gets the same prompt."""
+    """Every sample index gets the same prompt (counted by `tokenizer`, as the run's are)."""
 
-    def __init__(self, prompt: Prompt) -> None:
+    def __init__(self, prompt: Prompt, tokenizer: str | None = None) -> None:
         self._prompt = prompt
+        if tokenizer is not None:
+            self.tokenizer = tokenizer
 
     def prompt(self, index: int) -> Prompt:
         return self._prompt
@@ -229,11 +231,11 @@ async def scripted(scripts: Sequence[list[Step]]) -> AsyncIterator[ScriptedServe
 
 
 async def run_streams(sut: StreamingSut, count: int = 1,
-                      prompt: Prompt = HELLO, timeout_s: float = 10
-                      ) -> tuple[Collected, dict[int, int]]:
+                      prompt: Prompt = HELLO, timeout_s: float = 10,
+                      tokenizer: str | None = None) -> tuple[Collected, dict[int, int]]:
     """Issue `count` single-sample queries; (what came back, each query's issue stamp)."""
     sink = Collected(expected=count)
-    sut.use_prompts(Prompts(prompt))
+    sut.use_prompts(Prompts(prompt, tokenizer))
     await sut.start(sink, None)  # type: ignore[arg-type]
     issued = {}
     try:

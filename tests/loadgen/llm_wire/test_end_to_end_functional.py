@@ -135,6 +135,9 @@ def test_every_metric_equals_the_script(case: str, tmp_path: Path) -> None:
     e2e_sent = doc["e2e_ns"]["from_send"]
     assert abs(e2e_sent["p50"] - (ttft + (chunks - 1) * gap)) <= 2 * tol
     assert doc["tokens"]["output_total"] == tokens * len(served)
+    # the server's prompt_tokens, or without usage the workload's count: every request has one
+    assert doc["tokens"]["input_total"] == 16 * doc["tokens"]["requests"]
+    assert doc["tokens"]["input_known"] == doc["tokens"]["requests"]
 
 
 def test_a_stalled_server_shows_its_stall_in_ttft_from_the_schedule(tmp_path: Path) -> None:

@@ -80,8 +80,27 @@ def test_without_usage_the_client_count_stands() -> None:
                 as server:
             sink, _ = await run_streams(sut(server.port))
         stream = sink.streams[0][1]
-        assert stream.server_output_tokens is None and stream.input_tokens is None
+        assert stream.server_output_tokens is None
+        assert stream.input_tokens == 1  # the workload's count of the prompt (HELLO)
         assert stream.chunk_tokens == [1, 2] and stream.output_tokens == 3
+    run(go())
+
+
+@pytest.mark.parametrize(("options", "tokenizer", "tokens"), [
+    ("", "bytes", [4, 10]),  # the run's tokenizer setting counts
+    ("&tokenizer=approx", "bytes", [1, 2]),  # the spec's own wins
+    ("", None, [1, 2]),  # a source without one: approx
+])
+def test_the_runs_tokenizer_counts_unless_the_spec_names_one(
+        options: str, tokenizer: str | None, tokens: list[int]) -> None:
+    async def go() -> None:
+        async with scripted([sse_response([chat_chunk(" one"), chat_chunk(" two three")])]) \
+                as server:
+            streaming = sut(server.port, options)
+            sink, _ = await run_streams(streaming, tokenizer=tokenizer)
+        assert sink.streams[0][1].chunk_tokens == tokens
+        assert streaming.describe()["tokenizer"] == (tokenizer if not options and tokenizer
+                                                      else "approx")
     run(go())
 
 

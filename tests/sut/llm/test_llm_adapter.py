@@ -11,7 +11,7 @@ import pytest
 
 from loadgen.adapters.llm import LlmSut
 from loadgen.adapters.registry import make_sut
-from loadgen.adapters.tokens import Prompt, TokenStream
+from loadgen.adapters.tokens import Prompt, TokenStream, Turn
 from loadgen.errors import SutSpecError
 
 
@@ -103,3 +103,33 @@ def test_overload_is_a_failure_and_bad_specs_are_refused() -> None:
         make_sut("builtin:tiny-llm,max_num_seq=4")
     with pytest.raises(SutSpecError, match="scheduler"):
         make_sut("builtin:tiny-llm,scheduler=dynamic")
+
+
+def test_a_sessions_next_turn_is_sent_after_its_history() -> None:
+    sut = make_sut("builtin:tiny-llm,max_num_seqs=4,device=cpu")
+    assert isinstance(sut, LlmSut)
+    prompts = _Prompts()
+    sut.use_prompts(prompts)
+    sink = _Sink(1)
+
+    async def run() -> None:
+        await sut.start(sink, _Timers())  # type: ignore[arg-type]
+        sut.issue_turn(0, 0, Turn(0, 1, 3))
+        await asyncio.wait_for(sink.all_in.wait(), 120)
+        sink.all_in.clear()
+        sink.expected = 2
+        sut.issue_turn(1, 1, Turn(0, 2, 3))
+        await asyncio.wait_for(sink.all_in.wait(), 120)
+        await sut.stop()
+
+    asyncio.run(run())
+    assert not sink.failures
+    first, second = sink.streams[0][1], sink.streams[1][1]
+    assert (first.turn, second.turn) == (1, 2)
+    earlier, answered = sut.histories.sessions[0]  # kept: a third turn would follow
+    assert earlier.prompt == prompts.prompt(0) and earlier.answer_tokens == first.output_tokens
+    # the whole session so far, as bytes behind one BOS: the prompt grew by turn 1's
+    # prompt and answer
+    assert second.input_tokens == 1 + sum(len(text.encode()) for text in (
+        prompts.prompt(0).text, earlier.answer, prompts.prompt(1).text))
+    assert answered.answer_tokens == second.output_tokens
