@@ -56,10 +56,13 @@ def _mode_lines(ts: TokenStats) -> list[str]:
     lines = []
     for metric, es in ts.early_stopping.items():
         held = "meets" if es.p_ns <= es.target_ns else "exceeds"
+        if es.max_overlatency_allowed < 0:  # too few requests for any count over the bound
+            why = f"needs at least {es.min_queries_needed} requests, has {es.requests}"
+        else:
+            why = f"{es.overlatency} over, {es.max_overlatency_allowed} allowed"
         lines.append(f"Token mode: p{es.percentile:g} {metric.upper()} {es.p_ns / 1e6:.3f} ms "
                      f"{held} {es.target_ns / 1e6:g} ms; early stop "
-                     f"{'passes' if es.passes else 'fails'} ({es.overlatency} over, "
-                     f"{es.max_overlatency_allowed} allowed)")
+                     f"{'passes' if es.passes else 'fails'} ({why})")
     return lines
 
 
