@@ -77,6 +77,7 @@ class Runner:
         progress: Callable[[Progress], None] | None = None,
         ids: Iterator[int] | None = None,
         release_gil: bool = False,
+        share: tuple[int, int] = (0, 1),
     ) -> None:
         self.plan = plan
         self.sut = sut
@@ -104,7 +105,8 @@ class Runner:
         if shape is not None and plan.open_loop:  # multi-turn: later turns on the timers
             self._sessions = Conversations(shape, sut, self.call_at_ns, self._send_turn,
                                            lambda: self._stop)
-            self._turn_ids = itertools.count(FOLLOW_UP_IDS)
+            index, count = share  # load process `index` of `count`: its own follow-up ids
+            self._turn_ids = itertools.count(FOLLOW_UP_IDS + index, count)
             collector.on_end = self._sessions.ended
 
     # -- services for the SUT and the collector ---------------------------------------------

@@ -94,7 +94,8 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
     queries, ids = plan_queries(plan), None
     if share.count > 1:
         queries, ids = thin(queries, plan.settings.schedule_rng_seed, share.index, share.count)
-    runner = Runner(plan, sut, collector, *queries, progress, ids=ids, release_gil=release_gil)
+    runner = Runner(plan, sut, collector, *queries, progress, ids=ids, release_gil=release_gil,
+                    share=(share.index, share.count))
     collector.on_finish = runner.query_finished
     use_prompts = getattr(sut, "use_prompts", None)
     if plan.prompts is not None and use_prompts is not None:

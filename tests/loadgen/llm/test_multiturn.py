@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from loadgen.adapters.llmsim import CostModel, LlmSimSut
@@ -19,6 +20,7 @@ from loadgen.plan.settings import settings_from_mapping
 from loadgen.plan.turns import SessionDraws, SessionShape
 from loadgen.record.collect import Collector
 from loadgen.record.histograms import summary_ns
+from loadgen.record.querylog import read_binary
 from loadgen.record.tally import RunTimes
 from loadgen.report.summary import render_summary
 from tests.loadgen.llm.virtual import VirtualTime
@@ -183,3 +185,6 @@ def test_load_processes_merge_their_turns(tmp_path: Path) -> None:
     assert sorted(ts.turns) == ["1", "2"]
     assert ts.turns["1"]["count"] == ts.turns["2"]["count"]
     assert 2 * ts.turns["1"]["count"] == ts.tokens.requests == result.stats.queries
+    rows, _ = read_binary(tmp_path)  # the merged query log: every query once, ids apart
+    follow_ups = rows["query_id"][rows["query_id"] >= FOLLOW_UP_IDS]
+    assert len(follow_ups) and len(np.unique(rows["query_id"])) == len(rows)
