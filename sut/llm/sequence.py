@@ -127,8 +127,8 @@ class Sequence:
             self.output[max(0, start - split):stop - split]
 
     def eos_allowed(self) -> bool:
-        """EOS may be sampled (min_tokens reached)."""
-        return len(self.output) >= self.params.min_tokens
+        """EOS may be sampled: it would end the sequence (min_tokens reached, EOS not ignored)."""
+        return len(self.output) >= self.params.min_tokens and not self.params.ignore_eos
 
     def append(self, token: int, now_ns: int, max_model_len: int) -> None:
         """Add a sampled token; set `finish_reason` when a stop rule fires."""
