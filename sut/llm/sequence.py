@@ -140,7 +140,7 @@ class Sequence:
         before = len(self.text)
         self.text += self._detok.push(token)
         counted = len(self.output) >= params.min_tokens
-        eos = token == EOS and not params.ignore_eos
+        eos = token == EOS  # sampled only where it ends the sequence
         if counted and (eos or (params.stop and self._cut_at_stop(before))):
             self.finish_reason = "stop"
         elif len(self.output) >= params.max_tokens or self.num_tokens >= max_model_len:
