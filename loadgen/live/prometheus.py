@@ -34,6 +34,9 @@ Token runs (streams recorded) add, each latency from the scheduled time:
     loadgen_ttft_seconds, loadgen_tpot_seconds, loadgen_itl_seconds, loadgen_e2e_seconds,
     loadgen_input_tokens_total, loadgen_output_tokens_total,
     loadgen_requests_good_total (measured streams meeting every goodput SLO)
+
+Multi-turn sessions add loadgen_turn_ttft_seconds{turn} and loadgen_turn_tpot_seconds{turn}
+(`live.turn_metrics`: at most `MAX_TURN_LABELS` turn labels, later turns folded into the last).
 With an energy meter (`watch_energy`), each device's latest reading, and once the run has
 ended its energy figures: see `live.energy_metrics`.
 """
@@ -65,6 +68,7 @@ from loadgen.adapters.base import SystemUnderTest
 from loadgen.errors import LoadgenError, SettingsError
 from loadgen.judge.energy import EnergyFigures
 from loadgen.live.energy_metrics import device_gauges, energy_gauges
+from loadgen.live.turn_metrics import fold_turns, turn_families
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
@@ -171,6 +175,7 @@ class _Snapshot:
     components: dict[str, npt.NDArray[np.uint64]]
     token_histograms: dict[str, npt.NDArray[np.uint64]] | None = None  # token runs only
     token_counters: dict[str, int] | None = None
+    turn_histograms: dict[str, dict[str, npt.NDArray[np.uint64]]] | None = None  # by turn label
 
 
 class PrometheusExporter:
@@ -335,6 +340,9 @@ class PrometheusExporter:
                 name: _counts(c.tokens.recorders[key]) for name, key, _ in _TOKEN_HISTOGRAMS},
             token_counters=None if c.tokens is None else {
                 name: c.tokens.counters[key] for name, key, _ in _TOKEN_COUNTERS},
+            turn_histograms=None if c.tokens is None else fold_turns(
+                {turn: {key: _counts(r) for key, r in recorders.items()}
+                 for turn, recorders in c.tokens.turns.by_turn.items()}),
         )
 
     def _counters(self, s: _Snapshot) -> Iterator[Metric]:
@@ -401,6 +409,7 @@ class PrometheusExporter:
             counter = CounterMetricFamily(name, doc, labels=_LABELS)
             counter.add_metric(labels, s.token_counters[name])
             yield counter
+        yield from turn_families(_LABELS, labels, s.turn_histograms or {}, self._layout.buckets)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,8 @@ from loadgen.record.histograms import percentile_ns
 
 __all__ = ["Chart", "LoadPoint", "axes_layout", "batch_sizes_chart", "components_chart",
            "errors_chart", "goodput_vs_load_chart", "knee", "latency_timeline_chart", "latency_vs_load_chart",
-           "p99_timelines_chart", "spectrum_chart", "throughput_chart", "token_chart"]
+           "p99_timelines_chart", "spectrum_chart", "throughput_chart", "token_chart",
+           "turns_chart"]
 
 _DASH = {"p50": "dot", "p90": "dashdot", "p99": "solid", "p999": "dash"}
 _NINES = [(2, "50%"), (10, "90%"), (100, "99%"), (1_000, "99.9%"), (10_000, "99.99%"),
@@ -298,3 +299,16 @@ def token_chart(metrics: Mapping[str, Mapping[str, Any]]) -> Chart:
     ys = [v for d in data for v in d["y"]]
     return Chart("Token latencies", data, axes_layout("", "", barmode="group",
                                                   yaxis=_log_axis("ms", ys)))
+
+
+def turns_chart(rows: Sequence[Mapping[str, Any]]) -> Chart:
+    """Multi-turn sessions: TTFT and TPOT p50 and p99 (ms) by turn index (`report.turns`)."""
+    x = [row["turn"] for row in rows]
+    data = [{"type": "scatter", "mode": "lines+markers", "name": f"{metric} {pct}", "x": x,
+             "y": [row[f"{metric} {pct} (ms)"] for row in rows],
+             "line": {"dash": _DASH[pct]}}
+            for metric in ("TTFT", "TPOT") for pct in ("p50", "p99")]
+    ys = [v for d in data for v in d["y"]]
+    return Chart("TTFT and TPOT by turn", data,
+                 axes_layout("turn", "", xaxis={"title": {"text": "turn"}, "dtick": 1},
+                             yaxis=_log_axis("ms", ys)))

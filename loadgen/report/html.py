@@ -9,7 +9,8 @@ points name their noisy metric). Charts (`loadgen.report.charts`): latency perce
 over time with the SLO line, throughput and goodput over time, errors over time (from
 result.json `timeline`); the percentile spectrum and the issue lag's, on the 1/(1-p)
 axis; component shares and batch sizes (when the SUT reports them); token latencies
-(LLM runs: `ttft_ns`, `tpot_ns`, `itl_ns`, `e2e_ns`...); latency and goodput against
+(LLM runs: `ttft_ns`, `tpot_ns`, `itl_ns`, `e2e_ns`...); TTFT and TPOT by turn, with a
+table of them (multi-turn sessions, result.json `turns`, `loadgen.report.turns`); latency and goodput against
 load with the knee (sweeps and searches), and a search's peak run's own charts.
 """
 
@@ -31,6 +32,7 @@ from loadgen.report.energy import energy_html
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
 from loadgen.report.result import RESULT_FILE, RunResult, read_result
 from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
+from loadgen.report.turns import TURN_COLUMNS, turn_rows
 
 __all__ = ["REPORT_FILE", "TOKEN_METRICS", "build_report", "load_kind"]
 
@@ -163,6 +165,8 @@ def _run_charts(result: RunResult, root: Path) -> list[Chart]:
             h = decode(token_hists[name])
             if h.get_total_count() >= 2:
                 out.append(charts.spectrum_chart({label: h}, None, f"{label} by percentile"))
+    if r.token_stats is not None and r.token_stats.turns:
+        out.append(charts.turns_chart(turn_rows(r.token_stats.turns)))
     if r.components_ns:
         out.append(charts.components_chart(r.components_ns))
     if r.batch_sizes:
@@ -233,6 +237,8 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
                       "goodput tokens/s": ts.goodput.tokens_per_s}
             parts += ["<h2>Tokens</h2>", _table([counts], list(counts)),
                       _table(tokens, TOKEN_COLUMNS)]
+            if ts.turns:
+                parts += ["<h2>Turns</h2>", _table(turn_rows(ts.turns), TURN_COLUMNS)]
         parts += [f'<p class="bad">[{x.code}] {html.escape(x.text)}</p>' for x in v.reasons]
         parts += [f'<p class="warn">{html.escape(x)}</p>' for x in v.warnings]
         errors = [{"kind": k, "count": d.count, "messages": " | ".join(d.messages)}

@@ -5,6 +5,11 @@ Built-ins (seeded weights, nothing downloaded; byte vocabulary of `sut.llm.token
     tiny-llm    2 layers, width 128, 4 heads, 512 positions
     small-llm   4 layers, width 512, 8 heads, 2048 positions
 
+A built-in's output layer masks every token but `EMITTABLE` (printable ASCII, tab, newline,
+EOS), so each token it emits is one byte of text that decodes one-to-one: a client counting
+bytes (`tokenizer = "bytes"`) counts exactly the server's `completion_tokens` (apart from a
+closing EOS, which is counted and has no text).
+
 A user model is `causal:pkg.module:factory`: `factory()` returns an `nn.Module` with
 
     vocab_size, max_positions, num_layers, num_kv_heads, head_dim   (int attributes)
@@ -12,7 +17,10 @@ A user model is `causal:pkg.module:factory`: `factory()` returns an `nn.Module` 
 
 where `vocab_size >= 259` (bytes, BOS, EOS, PAD) and each attention layer i calls
 `sut.llm.attention.paged_attention(i, q, k, v, batch)`. The engine allocates the KV blocks
-from the attributes and calls the module under `torch.inference_mode()`.
+from the attributes and calls the module under `torch.inference_mode()`. A user model keeps its
+own vocabulary rules: the server decodes its byte tokens as UTF-8 as they come, bytes that do
+not decode become U+FFFD (one character, three bytes), tokens >= 256 give no text, and usage
+still counts tokens, not text.
 """
 
 from __future__ import annotations
@@ -29,11 +37,13 @@ from torch import nn
 from sut.errors import ConfigError, ModelLoadError
 from sut.llm.attention import PagedBatch, paged_attention
 from sut.llm.names import CAUSAL_PREFIX, LLM_MODELS
-from sut.llm.tokenizer import VOCAB_SIZE
+from sut.llm.tokenizer import EOS, VOCAB_SIZE
 
-__all__ = ["MODEL_SHAPES", "CausalShape", "KvShape", "TinyCausalLM", "kv_shape", "load_causal_model"]
+__all__ = ["EMITTABLE", "MODEL_SHAPES", "CausalShape", "KvShape", "TinyCausalLM", "kv_shape",
+           "load_causal_model"]
 
 _FAVOURED = b"etaoinshrdlu ETAOINSHRDLU.,"  # biased up, so random weights write letters
+EMITTABLE = frozenset([*range(0x20, 0x7F), ord("\t"), ord("\n"), EOS])
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +102,8 @@ class _Block(nn.Module):
 class TinyCausalLM(nn.Module):
     """A decoder-only transformer with learned positions over the byte vocabulary."""
 
+    silenced: torch.Tensor  # the tokens outside EMITTABLE, whose logits are -inf
+
     def __init__(self, shape: CausalShape) -> None:
         super().__init__()
         self.vocab_size = VOCAB_SIZE
@@ -110,8 +122,10 @@ class TinyCausalLM(nn.Module):
                 if isinstance(module, nn.Linear | nn.Embedding):
                     module.weight.normal_(0.0, 1.0 / math.sqrt(shape.width))
             self.head.bias.zero_()
-            self.head.bias[128:256] = -4.0  # ASCII text, not broken UTF-8
             self.head.bias[list(_FAVOURED)] = 2.0
+        silenced = torch.ones(VOCAB_SIZE, dtype=torch.bool)
+        silenced[sorted(EMITTABLE)] = False
+        self.register_buffer("silenced", silenced, persistent=False)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
                 batch: PagedBatch) -> torch.Tensor:
@@ -120,7 +134,7 @@ class TinyCausalLM(nn.Module):
         for block in self.blocks:
             x = block(x, batch, mask)
         logits: torch.Tensor = self.head(self.norm(x))
-        return logits
+        return logits.masked_fill(self.silenced, float("-inf"))
 
 
 def _user_module(model: str) -> nn.Module:

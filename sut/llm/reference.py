@@ -1,8 +1,8 @@
 """A bare greedy decode, the yardstick the engine's outputs are checked against.
 
 No engine, no scheduler, no paging: each step recomputes the whole sequence in one block of
-its own and takes the argmax of the last position (EOS masked before `min_tokens`, a stop on
-EOS unless `ignore_eos`).
+its own and takes the argmax of the last position (EOS masked before `min_tokens` and under
+`ignore_eos`, else a stop on EOS).
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ def greedy_decode(model: nn.Module, prompt: list[int], max_tokens: int,
                            span[None], span[None], span)
         with torch.inference_mode():
             logits = model(torch.tensor(tokens, device=device), span, batch)[-1]
-        if len(out) < min_tokens:
-            logits[EOS] = float("-inf")
+            if len(out) < min_tokens or ignore_eos:
+                logits[EOS] = float("-inf")
         token = int(logits.argmax())
         out.append(token)
-        if token == EOS and not ignore_eos:
+        if token == EOS:
             break
     return out

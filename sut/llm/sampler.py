@@ -2,8 +2,9 @@
 
 Greedy rows take the argmax. A sampled row applies temperature, top-k and top-p, then draws
 with a generator seeded from (the request's seed, the output position), so a sequence
-preempted and recomputed, or batched differently, draws the same tokens. EOS is masked while
-a sequence is short of its `min_tokens`.
+preempted and recomputed, or batched differently, draws the same tokens. EOS is masked where it
+would not end the sequence (short of `min_tokens`, or `ignore_eos`), so every token but a
+closing EOS is text.
 """
 
 from __future__ import annotations

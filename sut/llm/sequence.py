@@ -127,8 +127,8 @@ class Sequence:
             self.output[max(0, start - split):stop - split]
 
     def eos_allowed(self) -> bool:
-        """EOS may be sampled (min_tokens reached)."""
-        return len(self.output) >= self.params.min_tokens
+        """EOS may be sampled: it would end the sequence (min_tokens reached, EOS not ignored)."""
+        return len(self.output) >= self.params.min_tokens and not self.params.ignore_eos
 
     def append(self, token: int, now_ns: int, max_model_len: int) -> None:
         """Add a sampled token; set `finish_reason` when a stop rule fires."""
@@ -140,7 +140,7 @@ class Sequence:
         before = len(self.text)
         self.text += self._detok.push(token)
         counted = len(self.output) >= params.min_tokens
-        eos = token == EOS and not params.ignore_eos
+        eos = token == EOS  # sampled only where it ends the sequence
         if counted and (eos or (params.stop and self._cut_at_stop(before))):
             self.finish_reason = "stop"
         elif len(self.output) >= params.max_tokens or self.num_tokens >= max_model_len:

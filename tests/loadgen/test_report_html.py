@@ -70,7 +70,7 @@ def _check(path: Path) -> Page:
     assert len(page.scripts) == 2 and "Plotly" in page.scripts[0]  # the library, once
     figures = _figures(page)
     charts = [t for t in page.titles if t not in ("Errors", "Points", "Probes", "Tokens", "Energy",
-                                                   "Goodput")]
+                                                   "Goodput", "Turns")]
     assert len(figures) == len(charts)
     for figure in figures:
         assert figure["data"] and all(trace.get("type") for trace in figure["data"])

@@ -25,6 +25,18 @@ def run_dir(out: Path) -> Path:
     return out
 
 
+def multiturn_dir(out: Path) -> Path:
+    """A Server run of three-turn sessions on llmsim (about 2 s), with its report (the
+    per-turn table and chart)."""
+    settings = load_settings(None, [*SHORT, "min_duration_s=1", "target_qps=20",
+                                     "input_tokens=50", "output_tokens=4",
+                                     "use_token_latencies=true", "ttft_latency_ms=1000",
+                                     "tpot_latency_ms=1000", "turns=3", "think_time_ms=5"])
+    launch(settings, "llmsim:step_base=1ms,step_per_seq=100us,prefill_per_token=10us", out)
+    build_report(out)
+    return out
+
+
 def sweep_dir(out: Path) -> Path:
     """A two-point sweep of target_qps, one short launch each, with its report."""
     settings = load_settings(ROOT / "scenarios" / "server.toml",

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from tests.loadgen.ux import browser
-from tests.loadgen.ux.reports import comparison_dir, find_peak_dir, run_dir, sweep_dir
+from tests.loadgen.ux.reports import (
+    comparison_dir,
+    find_peak_dir,
+    multiturn_dir,
+    run_dir,
+    sweep_dir,
+)
 
 pytestmark = [pytest.mark.functional,
               pytest.mark.skipif(browser.missing() is not None,
@@ -42,8 +48,9 @@ def _legend_click_hides_a_series(tab: Any) -> None:
     assert chart.locator(".scatterlayer .trace").count() < traces  # its group drawn no more
 
 
-@pytest.mark.parametrize("build", [run_dir, sweep_dir, find_peak_dir, comparison_dir],
-                         ids=["run", "sweep", "find-peak", "comparison"])
+@pytest.mark.parametrize("build", [run_dir, sweep_dir, find_peak_dir, comparison_dir,
+                                   multiturn_dir],
+                         ids=["run", "sweep", "find-peak", "comparison", "multi-turn"])
 def test_report_in_chromium(build: Callable[[Path], Path], tmp_path: Path) -> None:
     report = build(tmp_path / "dir") / "report.html"
     with browser.page() as (tab, watch):
