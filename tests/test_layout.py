@@ -39,7 +39,7 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("loadgen.record", "histograms, windows, query log, collector, tally: what came back"),
     ("loadgen.engine", "runner, run session, load processes: walks the plan, files completions"),
     ("loadgen.judge", "statistics, early stopping, verdict"),
-    ("loadgen.report", "result.json, summary, headline, tables, plots, html"),
+    ("loadgen.report", "result.json, summary, headline, tables, charts, html"),
     ("loadgen.live", "Prometheus exporter, progress lines: watches a run"),
     ("loadgen.api", "run a test, end to end"),
     ("loadgen.campaigns", "sweep, find-peak, compare, calibrate: many runs"),

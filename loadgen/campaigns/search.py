@@ -65,6 +65,8 @@ from loadgen.campaigns.launch import SEED_MOD, Launcher, engine_stamp, launch, r
 from loadgen.errors import ResultError, SettingsError
 from loadgen.judge import early_stopping
 from loadgen.judge.verdict import ReasonCode
+from loadgen.live.progress import expected_seconds
+from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, TestSettings, issue_mode
 from loadgen.report.result import RunResult
 
@@ -329,8 +331,8 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
     while not (step := next_step([_trial(p) for p in probes], cfg)).done:
         qps = step.next_qps
         assert qps is not None
-        mean_wall = sum(float(p["wall_s"]) for p in probes) / len(probes) if probes else 0.0
-        if budget_s is not None and prior_s + time.perf_counter() - began + mean_wall > budget_s:
+        if budget_s is not None and prior_s + time.perf_counter() - began + _probe_estimate_s(
+                settings, cfg, qps, probes) > budget_s:
             step = Step(step.bracket, None, True, "budget")
             break
         probe = _probe(settings, spec, out_dir, cfg, qps, probes, runner)
@@ -366,14 +368,30 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
     return doc
 
 
+def _probe_settings(settings: TestSettings, cfg: SearchConfig, qps: float,
+                    probes: Sequence[Mapping[str, Any]]) -> TestSettings:
+    """Trial k at `qps`: at least min_queries, schedule seed shifted by k."""
+    trial = sum(p["target_qps"] == qps for p in probes)
+    return vary(settings, {
+        "target_qps": qps,
+        "min_query_count": max(settings.min_query_count, cfg.min_queries),
+        "schedule_rng_seed": (settings.schedule_rng_seed + trial) % SEED_MOD})
+
+
+def _probe_estimate_s(settings: TestSettings, cfg: SearchConfig, qps: float,
+                      probes: Sequence[Mapping[str, Any]]) -> float:
+    """How long the next probe should take: its plan's length (the first probe has no
+    other guide), or the probes so far, whichever is longer."""
+    planned = expected_seconds(RunPlan.of(_probe_settings(settings, cfg, qps, probes))) or 0.0
+    mean_wall = sum(float(p["wall_s"]) for p in probes) / len(probes) if probes else 0.0
+    return max(planned, mean_wall)
+
+
 def _probe(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfig, qps: float,
            probes: Sequence[Mapping[str, Any]], runner: Launcher) -> dict[str, Any]:
     """Run (or reuse) trial k at `qps`: at least min_queries, schedule seed shifted by k."""
     trial = sum(p["target_qps"] == qps for p in probes)
-    probe_settings = vary(settings, {
-        "target_qps": qps,
-        "min_query_count": max(settings.min_query_count, cfg.min_queries),
-        "schedule_rng_seed": (settings.schedule_rng_seed + trial) % SEED_MOD})
+    probe_settings = _probe_settings(settings, cfg, qps, probes)
     run_dir = f"probes/{len(probes):03d}-{qps:g}qps"
     started = time.perf_counter()
     result, reused = run_cached(probe_settings, spec, out_dir / run_dir, runner)

@@ -142,7 +142,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                    help="a probe passes when VALID, or (token runs) when its SLO attainment "
                         "is at least --min-attainment with 99%% confidence")
     p.add_argument("--min-attainment", type=float, default=0.99,
-                   help="goal attainment: the fraction of requests meeting every goodput SLO")
+                   help="goal attainment: the fraction of requests meeting every goodput SLO "
+                        "(default 0.99)")
     add_spread_options(p, workers=True)
     p.set_defaults(handler=_find_peak)
 

@@ -117,7 +117,8 @@ Server (Poisson) or Offline traffic on a precomputed schedule, time every query 
 when it was due (no coordinated omission), and judge the run VALID or INVALID with
 its reasons. `loadgen run` one test, `find-peak` the highest rate that meets a
 latency SLO, `sweep` a grid of settings, `report` and `compare` saved runs,
-`calibrate` this harness, `serve` a model over the Open Inference Protocol.
+`calibrate` this harness, `serve` a model over the Open Inference Protocol
+(or an LLM over OpenAI-compatible HTTP).
 
 SUT specs (--sut), one of:
   {forms}

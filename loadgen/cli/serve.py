@@ -1,4 +1,5 @@
-"""`loadgen serve`: serve a built-in or user model over the Open Inference Protocol.
+"""`loadgen serve`: serve a built-in or user model over the Open Inference Protocol, or an
+LLM over OpenAI-compatible HTTP.
 
     loadgen serve --model mlp,max_batch_size=16 --http-port 0 --grpc-port 0
 
@@ -32,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     from sut.server.core import DEFAULT_MAX_BODY_BYTES, ServerConfig
 
     d = ServerConfig()
-    p = sub.add_parser("serve", help="serve a model over HTTP and gRPC (Open Inference Protocol)",
+    p = sub.add_parser("serve", help="serve a model over HTTP and gRPC (Open Inference "
+                       "Protocol), or an LLM over OpenAI-compatible HTTP",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, metavar="MODEL[,key=value...]",
                    help="as in --sut builtin:MODEL,... (mlp, cnn, transformer, digits, import:...)")

@@ -75,8 +75,8 @@ def check_turns(settings: Any, open_loop: bool, token_workload: bool,
                             "set turns (above 1)")
         return
     if not open_loop:
-        problems.append("turns: multi-turn sessions start open loop (Server with a Poisson, "
-                        "constant or trace arrival), not in this scenario")
+        problems.append("turns: multi-turn sessions start open loop (Server with an open-loop "
+                        "arrival, such as poisson), not in this scenario")
     if not token_workload:
         problems.append("turns: multi-turn sessions need a token workload (input_tokens or "
                         "dataset)")

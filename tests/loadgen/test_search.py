@@ -261,6 +261,16 @@ def test_find_peak_budget_and_harness(settings: Settings, tmp_path: Path) -> Non
         find_peak(settings, "sim:", tmp_path / "x", SearchConfig(start_qps=0), runner=sut)
 
 
+def test_the_budget_counts_the_first_probe_by_its_plan(tmp_path: Path) -> None:
+    long = load_settings(None, ["preset='dev'", "target_latency_ms=2", "target_qps=100",
+                                "min_duration_s=30", "warmup_s=1"])
+    sut = FakeSut()
+    doc = find_peak(long, "sim:", tmp_path / "short", CFG, budget_s=30, runner=sut)
+    assert doc["status"] == "budget" and sut.calls == []  # 31 s at least: it cannot fit
+    find_peak(long, "sim:", tmp_path / "enough", CFG, budget_s=200, runner=sut)
+    assert sut.calls  # 10,000 queries at 100 QPS plus warm-up (101 s) fits in 200 s
+
+
 # -- the simulator against queueing theory --------------------------------------------
 
 SERVICE_S, SLO_S, QUANTILE = 200e-6, 2e-3, 0.90
