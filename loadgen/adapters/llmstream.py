@@ -56,6 +56,9 @@ ERROR_BODY = 4096
 """Bytes of a non-200 body kept for the failure's detail."""
 REQUEST_CACHE = 4096
 """Serialised requests remembered, by sample index."""
+LEARN_CHUNKS = 4
+"""Text chunks read one event at a time while the fast path's template is not learned; past
+them, a stream whose chunks teach none is read by the general path alone."""
 
 
 class StreamError(Exception):
@@ -129,8 +132,37 @@ class Exchange:
                 self.error_body += data[:ERROR_BODY]
             return
         self.status = 200
-        if self.pattern is not None:
-            data = self._whole_events(self.sse.take(data), now_ns)
+        if self.pattern is None:
+            if self.answer is not None or len(self.stream.chunk_ns) >= LEARN_CHUNKS:
+                self._events(data, now_ns)
+                return
+            data = self._until_learned(self.sse.take(data), now_ns)
+            if self.pattern is None or self.failed:
+                return
+        self._events(self._whole_events(self.sse.take(data), now_ns), now_ns)
+
+    def _until_learned(self, data: bytes, now_ns: int) -> bytes:
+        """Read the whole events of `data` one at a time until one teaches the template (or
+        `LEARN_CHUNKS` text chunks did not); answer the rest, for the bulk path. Any point
+        right after LF LF ends an event, so each piece is whole events."""
+        start = 0
+        while self.pattern is None and not self.failed:
+            if len(self.stream.chunk_ns) >= LEARN_CHUNKS:
+                break
+            end = data.find(b"\n\n", start) + 2
+            if end < 2:
+                break
+            self._events(data[start:end], now_ns)
+            start = end
+        if self.pattern is None and not self.failed:
+            self._events(data[start:], now_ns)
+            return b""
+        return data[start:] if start else data
+
+    def _events(self, data: bytes, now_ns: int) -> None:
+        """Parse the events of `data` one by one (the general path)."""
+        if self.failed:
+            return
         try:
             payloads = self.sse.feed(data)
         except ValueError as exc:

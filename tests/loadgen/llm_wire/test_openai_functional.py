@@ -368,3 +368,24 @@ def test_a_chunk_size_that_lies_is_a_protocol_error() -> None:
         _, kind, detail, _ = sink.failures[0]
         assert kind == "protocol_error" and detail is not None and "CRLF" in detail
     run(go())
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_one_read_learns_the_template_mid_way_and_stops_at_an_in_band_error(quoted: bool) -> None:
+    """The whole body in one write: the role chunk and the first text chunk are read one
+    event at a time (the second teaches the bulk path its template, unless every text holds
+    a quote, which none can teach), the rest in bulk up to the error, which fails the stream
+    with the chunks before it kept."""
+    async def go() -> None:
+        texts = [f' "w{i % 5}"' if quoted else f" w{i % 5}" for i in range(200)]
+        error = {"error": {"message": "boom", "type": "InternalServerError", "code": 500}}
+        events = [chat_chunk("", role=True)] + [chat_chunk(t) for t in texts] + [
+            error, chat_chunk(" late")]
+        body = b"".join(chunk(event(e)) for e in events) + chunk(b"data: [DONE]\n\n") + chunk(b"")
+        async with scripted([[head(), body]]) as server:
+            sink, _ = await run_streams(sut(server.port))
+        _, kind, detail, stream = sink.failures[0]
+        assert kind == "stream_error" and detail is not None and "boom" in detail
+        assert stream is not None and len(stream.chunk_ns) == 200 and stream.first_answer == 0
+        assert stream.client_tokens == sum(stream.chunk_tokens) >= 200
+    run(go())
