@@ -33,6 +33,8 @@ CRLF_NEXT = -1
 """`StreamConnection.left` when a chunk's data is done and its CRLF is due."""
 BULK = 512
 """Reads longer than this try `_whole_chunks` first."""
+HEX_SIZES = {b"%x" % size: size for size in range(1, 4096)}
+"""Chunk size lines of the common sizes (lowercase hex, no extension), read by one lookup."""
 
 
 class StreamHandler(Protocol):
@@ -266,10 +268,12 @@ def _whole_chunks(buf: bytes, pos: int, pieces: list[bytes]) -> int:
     if not parts:
         return pos
     datas = parts[1::2]
-    try:
-        sizes = list(map(int, parts[0::2], [16] * len(datas)))
-    except ValueError:
-        return pos
+    sizes: list[int | None] = list(map(HEX_SIZES.get, parts[0::2]))
+    if None in sizes:
+        try:
+            sizes = list(map(int, parts[0::2], [16] * len(datas)))
+        except ValueError:
+            return pos
     if 0 in sizes or sizes != list(map(len, datas)):
         return pos
     pieces += datas

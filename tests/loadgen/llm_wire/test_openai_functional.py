@@ -389,3 +389,17 @@ def test_one_read_learns_the_template_mid_way_and_stops_at_an_in_band_error(quot
         assert stream is not None and len(stream.chunk_ns) == 200 and stream.first_answer == 0
         assert stream.client_tokens == sum(stream.chunk_tokens) >= 200
     run(go())
+
+
+@pytest.mark.parametrize("size_line", [b"%X", b"%04x"])
+def test_bulk_reads_take_uppercase_and_zero_padded_chunk_sizes(size_line: bytes) -> None:
+    """Size lines outside the common lowercase spelling still read in bulk reads."""
+    async def go() -> None:
+        events = [event(chat_chunk(f" w{i % 3}")) for i in range(100)]
+        body = b"".join(size_line % len(e) + b"\r\n" + e + b"\r\n" for e in events)
+        body += chunk(b"data: [DONE]\n\n") + chunk(b"")
+        async with scripted([[head(), body]]) as server:
+            sink, _ = await run_streams(sut(server.port))
+        stream = sink.streams[0][1]
+        assert len(stream.chunk_ns) == 100 and stream.client_tokens == sum(stream.chunk_tokens)
+    run(go())
