@@ -403,3 +403,22 @@ def test_bulk_reads_take_uppercase_and_zero_padded_chunk_sizes(size_line: bytes)
         stream = sink.streams[0][1]
         assert len(stream.chunk_ns) == 100 and stream.client_tokens == sum(stream.chunk_tokens)
     run(go())
+
+
+def test_one_event_a_read_after_the_template_is_learnt() -> None:
+    """Events one a read (decode steps): template chunks by the one-event check, a quoted or
+    escaped text, a comment and an in-band error through the general path."""
+    async def go() -> None:
+        texts = [" a", " b", " c", '"q"', " d", "x\\y", " e"]
+        error = {"error": {"message": "late failure", "type": "InternalServerError"}}
+        steps = sse_response([chat_chunk(t) for t in texts], done=False, gap_s=0.02)[:-1]
+        steps[-2:-2] = [0.02, chunk(b": ping\n\n")]
+        steps += [0.02, chunk(event(error)), chunk(b"")]
+        async with scripted([steps]) as server:
+            sink, _ = await run_streams(sut(server.port))
+        _, kind, detail, stream = sink.failures[0]
+        assert kind == "stream_error" and detail is not None and "late failure" in detail
+        assert stream is not None and len(stream.chunk_ns) == len(texts)
+        assert len(set(stream.chunk_ns)) == len(texts) and stream.first_answer == 0
+        assert stream.client_tokens == sum(stream.chunk_tokens) >= len(texts)
+    run(go())
