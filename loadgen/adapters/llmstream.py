@@ -149,7 +149,9 @@ class Exchange:
             text = data[len(head):end]
             if b'"' not in text and b"\\" not in text:
                 if text:
-                    self._counted([text], now_ns)
+                    counter = self.sut.counter
+                    tokens = counter.known.get(text) or counter.count(text)
+                    self.add(now_ns, tokens, tokens, self.template_answer)
                 return
         rest = self._whole_events(data, now_ns)
         if rest:
