@@ -127,6 +127,13 @@ def serve(sock: socket.socket, tokens: int, burst: int, period_ms: float) -> Non
     uvloop.run(main())
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process `pid` has used, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Server:
     """A server process on a loopback port, stopped by pid."""
 
@@ -419,7 +426,11 @@ def main() -> None:
     with Server(a.tokens, a.burst) as server:
         time.sleep(0.5)
         pushed = run_loop(drain(server.port, a.streams, a.tokens, a.duration))
+        pid = server.proc.pid
+        assert pid is not None
+        server_cpu, start = cpu_seconds(pid), time.perf_counter()
         mine = run_loop(ours(server.port, a.streams, a.tokens, a.duration))
+        server_busy = (cpu_seconds(pid) - server_cpu) / (time.perf_counter() - start)
         theirs = run_loop(peers(server.port, a.streams, a.tokens, a.duration))
     alone = parse_only(a.tokens)
     print(f"parse, one process, {a.streams} streams x {a.tokens} tokens, one token per chunk "
@@ -427,7 +438,7 @@ def main() -> None:
     print(f"  server alone           {pushed:12,.0f} tokens/s   (a client that only counts "
           "bytes: the most any client can get here)")
     print(f"  loadgen openai://      {mine:12,.0f} tokens/s   ({mine / pushed:.0%} of the server "
-          "alone)")
+          f"alone; the server process used {server_busy:.0%} of a core meanwhile)")
     print(f"  aiohttp line loop      {theirs:12,.0f} tokens/s")
     print(f"  ratio                  {mine / theirs:12.1f}x")
     print(f"  loadgen parser alone   {alone:12,.0f} tokens/s   (bytes replayed from memory, "
