@@ -56,6 +56,9 @@ ERROR_BODY = 4096
 """Bytes of a non-200 body kept for the failure's detail."""
 REQUEST_CACHE = 4096
 """Serialised requests remembered, by sample index."""
+LEARN_CHUNKS = 4
+"""Text chunks read one event at a time while the fast path's template is not learned; past
+them, a stream whose chunks teach none is read by the general path alone."""
 
 
 class StreamError(Exception):
@@ -80,15 +83,16 @@ def learn(exchange: Exchange, payload: bytes, text: str, answer: bool) -> None:
             exchange.pattern = re.compile(b"data: " + re.escape(prefix) + rb'([^"\\\n]*)'
                                           + re.escape(suffix) + b"\n\n")
             exchange.frame = 8 + len(prefix) + len(suffix)
+            exchange.head, exchange.close = b"data: " + prefix, suffix + b"\n\n"
             return
 
 
 class Exchange:
     """One streamed request and its stream as it arrives."""
 
-    __slots__ = ("answer", "done_marker", "error_body", "failed", "frame", "group", "message",
-                 "pattern", "prefix", "prompt", "query_id", "sse", "status", "stream", "suffix",
-                 "sut", "template_answer", "turn", "usage_out")
+    __slots__ = ("answer", "close", "done_marker", "error_body", "failed", "frame", "group",
+                 "head", "message", "pattern", "prefix", "prompt", "query_id", "sse", "status",
+                 "stream", "suffix", "sut", "template_answer", "turn", "usage_out")
 
     def __init__(self, sut: StreamingSut, query_id: int, prompt: Prompt,
                  group: Group | None = None, turn: Turn | None = None,
@@ -99,7 +103,7 @@ class Exchange:
         self.answer: list[str] | None = [] if turn is not None and not turn.last else None
         self.stream = TokenStream(turn=0 if turn is None else turn.index)
         self.sse = SseParser()
-        self.prefix = self.suffix = b""
+        self.prefix = self.suffix = self.head = self.close = b""
         self.pattern: re.Pattern[bytes] | None = None
         self.frame = 0
         self.template_answer = True
@@ -129,8 +133,52 @@ class Exchange:
                 self.error_body += data[:ERROR_BODY]
             return
         self.status = 200
-        if self.pattern is not None:
-            data = self._whole_events(self.sse.take(data), now_ns)
+        if self.pattern is None:
+            if self.answer is not None or len(self.stream.chunk_ns) >= LEARN_CHUNKS:
+                self._events(data, now_ns)
+                return
+            data = self._until_learned(self.sse.take(data), now_ns)
+            if self.pattern is None or self.failed:
+                return
+        data = self.sse.take(data)
+        head, close = self.head, self.close
+        end = len(data) - len(close)
+        # one event a read (a decode step): its first LF the one that ends it
+        if end >= len(head) and data.find(b"\n", len(head)) == len(data) - 2 \
+                and data.endswith(close) and data.startswith(head):
+            text = data[len(head):end]
+            if b'"' not in text and b"\\" not in text:
+                if text:
+                    counter = self.sut.counter
+                    tokens = counter.known.get(text) or counter.count(text)
+                    self.add(now_ns, tokens, tokens, self.template_answer)
+                return
+        rest = self._whole_events(data, now_ns)
+        if rest:
+            self._events(rest, now_ns)
+
+    def _until_learned(self, data: bytes, now_ns: int) -> bytes:
+        """Read the whole events of `data` one at a time until one teaches the template (or
+        `LEARN_CHUNKS` text chunks did not); answer the rest, for the bulk path. Any point
+        right after LF LF ends an event, so each piece is whole events."""
+        start = 0
+        while self.pattern is None and not self.failed:
+            if len(self.stream.chunk_ns) >= LEARN_CHUNKS:
+                break
+            end = data.find(b"\n\n", start) + 2
+            if end < 2:
+                break
+            self._events(data[start:end], now_ns)
+            start = end
+        if self.pattern is None and not self.failed:
+            self._events(data[start:], now_ns)
+            return b""
+        return data[start:] if start else data
+
+    def _events(self, data: bytes, now_ns: int) -> None:
+        """Parse the events of `data` one by one (the general path)."""
+        if self.failed:
+            return
         try:
             payloads = self.sse.feed(data)
         except ValueError as exc:
@@ -175,6 +223,11 @@ class Exchange:
             if not texts or len(texts) * self.frame + sum(map(len, texts)) != covered:
                 return data
             cut = covered
+        self._counted(texts, now_ns)
+        return data[cut:]
+
+    def _counted(self, texts: list[bytes], now_ns: int) -> None:
+        """Add the chunks of template events' `texts`, read at `now_ns` (a lookup a text)."""
         counter = self.sut.counter
         counts = list(map(counter.known.get, texts))
         if None in counts or 0 in counts:
@@ -185,7 +238,6 @@ class Exchange:
         stream.chunk_ns += [now_ns] * len(counts)
         stream.chunk_tokens += counts  # type: ignore[arg-type]
         stream.client_tokens += sum(counts)  # type: ignore[arg-type]
-        return data[cut:]
 
     def finish(self, now_ns: int, framed: bool) -> None:
         """The response ended: report the stream (or why it failed)."""

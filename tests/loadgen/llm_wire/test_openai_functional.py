@@ -368,3 +368,57 @@ def test_a_chunk_size_that_lies_is_a_protocol_error() -> None:
         _, kind, detail, _ = sink.failures[0]
         assert kind == "protocol_error" and detail is not None and "CRLF" in detail
     run(go())
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_one_read_learns_the_template_mid_way_and_stops_at_an_in_band_error(quoted: bool) -> None:
+    """The whole body in one write: the role chunk and the first text chunk are read one
+    event at a time (the second teaches the bulk path its template, unless every text holds
+    a quote, which none can teach), the rest in bulk up to the error, which fails the stream
+    with the chunks before it kept."""
+    async def go() -> None:
+        texts = [f' "w{i % 5}"' if quoted else f" w{i % 5}" for i in range(200)]
+        error = {"error": {"message": "boom", "type": "InternalServerError", "code": 500}}
+        events = [chat_chunk("", role=True)] + [chat_chunk(t) for t in texts] + [
+            error, chat_chunk(" late")]
+        body = b"".join(chunk(event(e)) for e in events) + chunk(b"data: [DONE]\n\n") + chunk(b"")
+        async with scripted([[head(), body]]) as server:
+            sink, _ = await run_streams(sut(server.port))
+        _, kind, detail, stream = sink.failures[0]
+        assert kind == "stream_error" and detail is not None and "boom" in detail
+        assert stream is not None and len(stream.chunk_ns) == 200 and stream.first_answer == 0
+        assert stream.client_tokens == sum(stream.chunk_tokens) >= 200
+    run(go())
+
+
+@pytest.mark.parametrize("size_line", [b"%X", b"%04x"])
+def test_bulk_reads_take_uppercase_and_zero_padded_chunk_sizes(size_line: bytes) -> None:
+    """Size lines outside the common lowercase spelling still read in bulk reads."""
+    async def go() -> None:
+        events = [event(chat_chunk(f" w{i % 3}")) for i in range(100)]
+        body = b"".join(size_line % len(e) + b"\r\n" + e + b"\r\n" for e in events)
+        body += chunk(b"data: [DONE]\n\n") + chunk(b"")
+        async with scripted([[head(), body]]) as server:
+            sink, _ = await run_streams(sut(server.port))
+        stream = sink.streams[0][1]
+        assert len(stream.chunk_ns) == 100 and stream.client_tokens == sum(stream.chunk_tokens)
+    run(go())
+
+
+def test_one_event_a_read_after_the_template_is_learnt() -> None:
+    """Events one a read (decode steps): template chunks by the one-event check, a quoted or
+    escaped text, a comment and an in-band error through the general path."""
+    async def go() -> None:
+        texts = [" a", " b", " c", '"q"', " d", "x\\y", " e"]
+        error = {"error": {"message": "late failure", "type": "InternalServerError"}}
+        steps = sse_response([chat_chunk(t) for t in texts], done=False, gap_s=0.02)[:-1]
+        steps[-2:-2] = [0.02, chunk(b": ping\n\n")]
+        steps += [0.02, chunk(event(error)), chunk(b"")]
+        async with scripted([steps]) as server:
+            sink, _ = await run_streams(sut(server.port))
+        _, kind, detail, stream = sink.failures[0]
+        assert kind == "stream_error" and detail is not None and "late failure" in detail
+        assert stream is not None and len(stream.chunk_ns) == len(texts)
+        assert len(set(stream.chunk_ns)) == len(texts) and stream.first_answer == 0
+        assert stream.client_tokens == sum(stream.chunk_tokens) >= len(texts)
+    run(go())
