@@ -16,7 +16,7 @@ from loadgen.record.histograms import new_histogram
 from loadgen.record.tally import HISTOGRAMS, Tally
 from loadgen.record.tokens import TokenTally
 
-__all__ = ["FixedRecorder", "LiveTokens", "LiveView"]
+__all__ = ["FixedRecorder", "LiveTokens", "LiveTurns", "LiveView"]
 
 
 class FixedRecorder:
@@ -32,6 +32,15 @@ class LiveTokens:
     def __init__(self, tokens: TokenTally) -> None:
         self.recorders = {k: FixedRecorder(h) for k, h in tokens.histograms.items()}
         self.counters = dict(tokens.counters)
+        self.turns = LiveTurns(tokens)
+
+
+class LiveTurns:
+    """Multi-turn sessions' merged histograms by turn, read like a live `TurnRecorder`."""
+
+    def __init__(self, tokens: TokenTally) -> None:
+        self.by_turn = {turn: {k: FixedRecorder(h) for k, h in hists.items()}
+                        for turn, hists in tokens.turns.items()}
 
 
 class LiveView:

@@ -71,3 +71,22 @@ def test_a_token_run_over_workers_exports_its_token_figures_live():
         "workers=2"])
     run_test(settings, "llmsim:step_base=2ms", progress=scrape, monitors=[exporter])
     assert seen and max(seen) > 0
+
+
+def test_a_multi_turn_run_over_workers_exports_its_turns_live():
+    exporter = PrometheusExporter()
+    seen: list[str] = []
+
+    def scrape(progress):
+        text = generate_latest(exporter.registry).decode()
+        seen.extend(re.findall(r'^loadgen_turn_ttft_seconds_count\{[^}]*turn="(\d+)"', text,
+                               re.MULTILINE))
+
+    settings = load_settings(None, [
+        "preset='dev'", "scenario='Server'", "target_qps=40", "min_duration_s=2.5",
+        "min_query_count=20", "use_token_latencies=true", "ttft_latency_ms=50",
+        "tpot_latency_ms=10", "input_tokens=40", "output_tokens=4", "max_issue_lag_ms=1000",
+        "turns=2", "think_time_ms=5", "workers=2"])
+    r = run_test(settings, "llmsim:step_base=2ms", progress=scrape, monitors=[exporter])
+    assert {"1", "2"} <= set(seen)  # both turns, from the workers' reports, mid-run
+    assert r.stats.token_stats is not None and sorted(r.stats.token_stats.turns) == ["1", "2"]
