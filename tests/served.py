@@ -1,4 +1,5 @@
-"""`loadgen serve` as a subprocess for functional tests: free loopback ports, stopped by pid."""
+"""Servers as subprocesses for functional tests: `loadgen serve`, and our scripted or
+third-party test servers that print `port=N`; free loopback ports, stopped by pid."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Served", "read_line", "serve"]
+__all__ = ["Served", "port_server", "read_line", "serve", "stop"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,6 +27,37 @@ def read_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
         if not selector.select(timeout_s):
             raise AssertionError("loadgen serve printed nothing in time")
     return proc.stdout.readline().strip()
+
+
+def stop(proc: subprocess.Popen[Any], grace_s: float,
+         signum: signal.Signals = signal.SIGTERM) -> int | None:
+    """Stop a child by its pid: `signum`, then SIGKILL if it has not exited within
+    `grace_s`; its exit code, or None when it had to be killed."""
+    code = proc.poll()
+    if code is None:
+        os.kill(proc.pid, signum)
+        try:
+            code = proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return code
+
+
+@contextlib.contextmanager
+def port_server(module: str, *args: str) -> Iterator[int]:
+    """`python -m MODULE --lifetime-s 120 ARGS` (a test server that prints `port=N` once it
+    listens): its port; the process lives at most 120 s and is stopped by pid."""
+    proc = subprocess.Popen([sys.executable, "-m", module, "--lifetime-s", "120", *args],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = read_line(proc, 30)
+        assert line.startswith("port="), line
+        yield int(line.removeprefix("port="))
+    finally:
+        stop(proc, 10)
+        proc.stdout.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +85,5 @@ def serve(model: str, timeout_s: float = 120) -> Iterator[Served]:
         assert read_line(proc, timeout_s) == f"ready {name}"
         yield Served(proc, http, grpc)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        assert proc.stdout is not None
+        stop(proc, 30)
         proc.stdout.close()

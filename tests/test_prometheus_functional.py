@@ -16,12 +16,10 @@ import contextlib
 import itertools
 import json
 import math
-import os
 import queue
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +36,7 @@ from loadgen.adapters.sim import ServiceTime, SimSut
 from loadgen.api import run_test
 from loadgen.live.prometheus import BUCKETS_S, PrometheusExporter
 from loadgen.plan.settings import load_settings
+from tests.served import stop
 
 PROMETHEUS = shutil.which("prometheus")
 BUCKET_RATIO = max(b / a for a, b in itertools.pairwise(BUCKETS_S))
@@ -59,17 +58,6 @@ def _free_port():
 def _get(url, timeout=5.0):
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return response.status, response.read()
-
-
-def _stop(proc, signum=signal.SIGTERM, grace_s=15.0):
-    """Stop a child by its pid: `signum`, then SIGKILL after `grace_s`."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signum)
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
 
 
 class _Prometheus:
@@ -131,7 +119,7 @@ def _prometheus(tmp_path, targets):
             prom.wait_for(f'up{{job="{job}"}}', 1.0, timeout_s=20)
         yield prom
     finally:
-        _stop(proc)
+        stop(proc, 15)
         log.close()
 
 
@@ -202,7 +190,7 @@ def _serve(model):
         assert port is not None, seen
         yield port
     finally:
-        _stop(proc, signal.SIGTERM, grace_s=30)
+        stop(proc, 30)
         reader.join(timeout=5)
         proc.stdout.close()
 

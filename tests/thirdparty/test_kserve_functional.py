@@ -11,7 +11,6 @@ stopped by pid."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -22,6 +21,7 @@ import pytest
 
 from loadgen.api import run_test
 from loadgen.plan.settings import load_settings
+from tests.served import stop
 from tests.thirdparty.test_starlette_functional import BASE, SCENARIOS
 
 PYTHON = os.environ.get("LOADGEN_KSERVE_PYTHON", "")
@@ -63,12 +63,7 @@ def ports() -> Iterator[tuple[int, int]]:
             time.sleep(0.2)
         yield http, grpc
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc, 15)
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

@@ -5,10 +5,6 @@ runs as a subprocess on loopback, bounded in time, stopped by pid."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +14,7 @@ from loadgen.adapters.openai import OpenAISut
 from loadgen.api import run_test
 from loadgen.plan.settings import settings_from_mapping
 from tests.loadgen.llm_wire.scripted import run_streams
-from tests.served import read_line
+from tests.served import port_server
 
 pytest.importorskip("uvicorn", reason="needs uvicorn (the dev extra)")
 pytest.importorskip("starlette", reason="needs starlette (the dev extra)")
@@ -31,23 +27,9 @@ TOKENS = 12
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    """The server's port; the process lives at most 120 s and is stopped by pid."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.thirdparty.openai_starlette_server",
-                             "--lifetime-s", "120"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        line = read_line(proc, 30)
-        assert line.startswith("port="), line
-        yield int(line.removeprefix("port="))
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        assert proc.stdout is not None
-        proc.stdout.close()
+    """The server's port (stopped by pid at the end of the module)."""
+    with port_server("tests.thirdparty.openai_starlette_server") as port:
+        yield port
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])

@@ -5,11 +5,7 @@ stopped by pid."""
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +14,7 @@ import pytest
 from loadgen.api import run_test
 from loadgen.errors import SutError
 from loadgen.plan.settings import load_settings
-from tests.served import read_line
+from tests.served import port_server
 
 pytest.importorskip("uvicorn", reason="needs uvicorn (the dev extra)")
 pytest.importorskip("starlette", reason="needs starlette (the dev extra)")
@@ -38,23 +34,9 @@ SCENARIOS = {  # Server: 0 of 500 over the SLO passes early stopping at p99 (459
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    """The server's port; the process lives at most 120 s and is stopped by pid."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.thirdparty.oip_starlette_server",
-                             "--lifetime-s", "120"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        line = read_line(proc, 30)
-        assert line.startswith("port="), line
-        yield int(line.removeprefix("port="))
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        assert proc.stdout is not None
-        proc.stdout.close()
+    """The server's port (stopped by pid at the end of the module)."""
+    with port_server("tests.thirdparty.oip_starlette_server") as port:
+        yield port
 
 
 def _exchange(port: int, request: bytes) -> bytes:

@@ -15,11 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +25,7 @@ from loadgen.adapters.openai import OpenAISut
 from loadgen.adapters.tokens import TokenStream
 from loadgen.api import run_test
 from loadgen.plan.settings import settings_from_mapping
-from tests.served import read_line
+from tests.served import port_server
 
 pytestmark = pytest.mark.functional
 
@@ -39,26 +34,9 @@ MS = 1_000_000
 SLACK_NS = 200_000  # the 0.2 ms of the issue's bound
 
 
-@contextlib.contextmanager
-def stream_server(log: Path, *args: str) -> Iterator[int]:
+def stream_server(log: Path, *args: str) -> contextlib.AbstractContextManager[int]:
     """The scripted server's port; it lives at most 120 s and is stopped by pid."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.loadgen.llm_wire.stream_server",
-                             "--log", str(log), "--lifetime-s", "120", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        line = read_line(proc, 30)
-        assert line.startswith("port="), line
-        yield int(line.removeprefix("port="))
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        assert proc.stdout is not None
-        proc.stdout.close()
+    return port_server("tests.loadgen.llm_wire.stream_server", "--log", str(log), *args)
 
 
 class Capturing(OpenAISut):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 
 from sut.llm.tokenizer import chat_prompt, encode
 from tests.openai_venv import openai_python
-from tests.served import ROOT, read_line
+from tests.served import ROOT, read_line, stop
 
 pytestmark = pytest.mark.functional
 
@@ -39,14 +38,9 @@ def test_openai_client_streams_chat_and_completions_with_usage() -> None:
                              text=True, timeout=120, check=False)
         assert ran.returncode == 0, ran.stderr[-2000:]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            assert proc.wait(60) == 0
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        assert proc.stdout is not None
+        code = stop(proc, 60)
         proc.stdout.close()
+    assert code in (0, None)  # a clean exit, unless it had to be killed
     seen = json.loads(ran.stdout)
     assert seen["models"] == ["tiny-llm"]
     prompt = len(encode(chat_prompt([{"role": "user", "content": "Say something"}])))
