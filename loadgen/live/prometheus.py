@@ -383,10 +383,7 @@ class PrometheusExporter:
     def _histograms(self, s: _Snapshot) -> Iterator[Metric]:
         labels = self._labels
         for name, _, doc in _HISTOGRAMS:
-            family = HistogramMetricFamily(name, doc, labels=_LABELS)
-            buckets, total_s = self._layout.buckets(s.histograms[name])
-            family.add_metric(labels, buckets, total_s)
-            yield family
+            yield self._histogram(name, doc, s.histograms[name])
         components = HistogramMetricFamily("loadgen_component_seconds",
                                            "Component durations reported by the SUT.",
                                            labels=(*_LABELS, "component"))
@@ -395,16 +392,20 @@ class PrometheusExporter:
             components.add_metric([*labels, component], buckets, total_s)
         yield components
 
+    def _histogram(self, name: str, doc: str, counts: npt.NDArray[np.uint64]) -> Metric:
+        """One histogram family of this run's labels, in the exporter's buckets."""
+        family = HistogramMetricFamily(name, doc, labels=_LABELS)
+        buckets, total_s = self._layout.buckets(counts)
+        family.add_metric(self._labels, buckets, total_s)
+        return family
+
     def _token_families(self, s: _Snapshot) -> Iterator[Metric]:
         """A token run's latency histograms and token counters (nothing otherwise)."""
         if s.token_histograms is None or s.token_counters is None:
             return
         labels = self._labels
         for name, _, doc in _TOKEN_HISTOGRAMS:
-            family = HistogramMetricFamily(name, doc, labels=_LABELS)
-            buckets, total_s = self._layout.buckets(s.token_histograms[name])
-            family.add_metric(labels, buckets, total_s)
-            yield family
+            yield self._histogram(name, doc, s.token_histograms[name])
         for name, _, doc in _TOKEN_COUNTERS:
             counter = CounterMetricFamily(name, doc, labels=_LABELS)
             counter.add_metric(labels, s.token_counters[name])
