@@ -1,14 +1,15 @@
 """Workers: device choice, precision, and threads that run batches.
 
-One worker per visible CUDA device times `instances` (workers on one device
+`instances` workers per visible CUDA device (default 2; workers on one device
 share one copy of the weights); on the CPU, `instances` workers (default
 min(2, cores)), each with its own intra-op thread count so that workers x
 threads <= cores. Worker threads run under `torch.inference_mode()`.
 
-GPU path: inputs are staged in pinned host buffers, copied with
-`non_blocking=True` on the worker's own `torch.cuda.Stream`, and H2D / compute
-/ D2H are timed with CUDA events, read after the stream is synchronised.
-CPU path: inputs are joined into fresh memory (h2d), the forward pass and the
+`Executor` is the serial path (`pipelined=false`; the CPU's default): one thread
+per worker stages, launches and waits for each batch in turn. On CUDA it stages
+in pinned host buffers, copies with `non_blocking=True` on the worker's own
+`torch.cuda.Stream`, and times H2D / compute / D2H with CUDA events, read after
+the stream is synchronised. The pipelined path is `sut.pipeline`. CPU path: inputs are joined into fresh memory (h2d), the forward pass and the
 outputs' conversion to numpy (d2h) timed with `time.perf_counter_ns()`.
 """
 
@@ -29,7 +30,7 @@ import torch
 from oipwire.datatypes import TensorSpec
 from oipwire.timing import COMPUTE, D2H, H2D
 from sut.errors import ConfigError, ModelLoadError
-from sut.models import as_outputs
+from sut.forward import PRECISIONS, Forward
 from sut.tensors import torch_dtype
 
 __all__ = [
@@ -45,9 +46,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-PRECISIONS: dict[str, torch.dtype] = {
-    "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-}
 
 
 def cpu_cores() -> int:
@@ -99,7 +97,7 @@ def plan_workers(
         if value is not None and value < 1:
             raise ConfigError(key, f"must be >= 1, got {value}")
     if workers is None:
-        per_device = instances if instances is not None else (min(2, cores) if on_cpu else 1)
+        per_device = instances if instances is not None else (min(2, cores) if on_cpu else 2)
         workers = per_device * len(targets)
     placed = tuple(targets[i % len(targets)] for i in range(workers))
     per_worker = threads if threads is not None else max(1, cores // workers)
@@ -197,11 +195,8 @@ class Executor:
     ) -> None:
         self.device = device
         self.precision = precision
-        self._model = model
-        self._dtype = PRECISIONS[precision]
+        self._forward = Forward(model, precision, outputs)
         self._inputs = inputs
-        self._out_names = tuple(s.name for s in outputs)
-        self._out_dtypes = tuple(torch_dtype(s.datatype) for s in outputs)
         self._cuda = device.type == "cuda"
         self._staging: dict[str, torch.Tensor] = {}
         self._landing: list[torch.Tensor] = []
@@ -277,13 +272,6 @@ class Executor:
             buf = torch.empty(tuple(result.shape), dtype=result.dtype, pin_memory=True)
             self._landing[index] = buf
         return buf[:rows]
-
-    def _forward(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        cast = [t.to(self._dtype) if t.dtype != self._dtype and t.is_floating_point() else t
-                for t in tensors]
-        results = as_outputs(self._model(*cast), self._out_names)
-        return [r if r.dtype == dt else r.to(dt)
-                for r, dt in zip(results, self._out_dtypes, strict=True)]
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
