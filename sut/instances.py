@@ -110,6 +110,7 @@ class Instances:
                 else "eager")
         return {"executor": f"{path}, {mode}, {per_device} instances per device",
                 "pipelined": self.choice.pipelined, "cuda_graphs": graphs,
+                "in_flight": self.in_flight,
                 "executor_note": self.note or None}
 
     def start(self, next_batch: Callable[[], Any],
