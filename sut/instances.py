@@ -108,7 +108,7 @@ class Instances:
         path = (f"pipelined ({RING_SLOTS}-slot ring)" if self.choice.pipelined else "serial")
         mode = (f"CUDA graphs (buckets {self.buckets[0]}-{self.buckets[-1]})" if graphs
                 else "eager")
-        return {"executor": f"{path}, {mode}, {per_device} instances per device",
+        return {"executor": f"{path}, {mode}, {per_device} per device",
                 "pipelined": self.choice.pipelined, "cuda_graphs": graphs,
                 "in_flight": self.in_flight,
                 "executor_note": self.note or None}

@@ -57,10 +57,13 @@ def stage(buffer: torch.Tensor | None, parts: Sequence[np.ndarray], rows: int,
 
 
 class PinnedPool:
-    """Reusable pinned blocks of `rows` rows per input; at most `limit` of them exist."""
+    """Reusable pinned blocks of `rows` rows per input; at most `limit` of them exist.
+    (`pinned=False` makes plain blocks: the same lending, on a host without CUDA.)"""
 
-    def __init__(self, specs: Sequence[TensorSpec], rows: int, limit: int) -> None:
+    def __init__(self, specs: Sequence[TensorSpec], rows: int, limit: int,
+                 pinned: bool = True) -> None:
         self._specs = tuple(specs)
+        self._pinned = pinned
         self._rows = rows
         self._limit = limit
         self._lock = threading.Lock()
@@ -88,8 +91,8 @@ class PinnedPool:
         block = self._blocks[index]
         if not block:
             block.update({s.name: torch.empty((self._rows, *s.shape[1:]),
-                                              dtype=torch_dtype(s.datatype), pin_memory=True)
-                          for s in self._specs})
+                                              dtype=torch_dtype(s.datatype),
+                                              pin_memory=self._pinned) for s in self._specs})
         tensors = {name: t[:rows] for name, t in block.items()}
         return Lent({name: t.numpy() for name, t in tensors.items()}, tensors, rows, index)
 
