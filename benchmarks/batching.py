@@ -27,7 +27,8 @@ instance, eager, N instances), `graphs-N` (the ring with CUDA graphs, N instance
 `--json` prints one JSON object per case instead of prose: model, batch, device,
 precision, variant, sut_samples_per_s, raw_samples_per_s (eager), ratio, raw_graph_samples_per_s
 and ratio_graph (with `--raw-modes ...,graph`), component_p50_us (h2d, compute,
-d2h, queue, ...), and with `--harness` one case per batch of the no-compute model.
+d2h, queue, ...), and with `--harness` a first case: the no-compute model at the
+largest batch (what the harness alone costs a batch).
 
     .venv/bin/python benchmarks/batching.py [--models mlp,cnn,transformer] [--rounds 3]
         [--offline-batches 32,256] [--layout 1x2] [--no-server] [--seconds 3]
@@ -334,7 +335,8 @@ def main() -> None:
                         help="length of each raw loop and each SUT run")
     parser.add_argument("--json", action="store_true", help="one JSON object per case")
     parser.add_argument("--harness", action="store_true",
-                        help="with --json: add the no-compute model's cost per batch")
+                        help="with --json: add the no-compute model's cost per batch, at "
+                        "the largest batch")
     args = parser.parse_args()
     variants = tuple(args.variants.split(","))
     raw_modes = tuple(args.raw_modes.split(","))
@@ -367,9 +369,9 @@ def main() -> None:
         except ConfigError as exc:
             parser.error(str(exc))
     if args.json:
-        for batch in batches if args.harness else ():
-            print(json.dumps(harness_case(batch, layout, target, variants[0], args.seconds)),
-                  flush=True)
+        if args.harness:
+            print(json.dumps(harness_case(batches[-1], layout, target, variants[0],
+                                          args.seconds)), flush=True)
         for model in models:
             for batch in batches:
                 for variant in variants:

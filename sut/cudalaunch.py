@@ -125,7 +125,7 @@ class CudaLauncher:
     def _run(self, s: _Slot, on_device: list[torch.Tensor], rows: int) -> list[torch.Tensor]:
         """The forward on the compute stream: a graph replay copied into the slot's device
         outputs (the static outputs are the next replay's), or the eager outputs, kept."""
-        bucket = self.graphs.bucket(rows) if self.graphs is not None else None
+        bucket = self.graphs.bucket_for(on_device) if self.graphs is not None else None
         if bucket is None or self.graphs is None:
             s.eager = self._forward(on_device)
             return s.eager

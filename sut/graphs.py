@@ -57,6 +57,17 @@ class GraphSet:
                 return size
         return None
 
+    def bucket_for(self, inputs: Sequence[torch.Tensor]) -> int | None:
+        """The bucket for these inputs, or None when no graph fits them (more rows than
+        the largest bucket, or a row shape or dtype other than the captured one)."""
+        bucket = self.bucket(inputs[0].shape[0])
+        if bucket is None:
+            return None
+        for static, given in zip(self._inputs[bucket], inputs, strict=True):
+            if static.shape[1:] != given.shape[1:] or static.dtype != given.dtype:
+                return None
+        return bucket
+
     def run(self, bucket: int, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Copy `inputs` (r <= bucket rows, on the device) in, replay; the static outputs,
         whose first r rows are the answer until this bucket's next replay."""
