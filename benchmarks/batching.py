@@ -46,6 +46,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,9 +193,10 @@ def raw_throughput(model: str, batch: int, layout: tuple[int, int], target: Targ
     return sum(counts) / (max(ends) - window[0])
 
 
-def _replayer(net: nn.Module, args: list[torch.Tensor], place: torch.device):  # noqa: ANN202
+def _replayer(net: nn.Module, args: list[torch.Tensor],
+              place: torch.device) -> Callable[[], None]:
     """`graph.replay` of `net(*args)` captured on `place` (a CUDA device)."""
-    side = torch.cuda.Stream(place)
+    side = torch.cuda.Stream(place)  # type: ignore[no-untyped-call]
     side.wait_stream(torch.cuda.current_stream(place))
     with torch.cuda.stream(side):
         net(*args)
@@ -293,7 +295,9 @@ def offline_line(case: dict[str, object], layout: tuple[int, int]) -> str:
              f"(ratio {case['ratio_graph']:.2f}x)" if "ratio_graph" in case else "")
     where = ("1 GPU" if case["device"] == "cuda"
              else f"{layout[0]} workers x {layout[1]} threads")
-    low, high = case["ratio_range"]  # type: ignore[misc]
+    span = case["ratio_range"]
+    assert isinstance(span, list)
+    low, high = span
     return (f"Offline, {case['model']}, batch {case['batch']}, {case['device']} "
             f"{case['precision']}, {where}, {case['variant']} ({case['executor']}): "
             f"SUT {case['sut_samples_per_s']:,} samples/s, raw model "

@@ -110,7 +110,7 @@ class GraphSet:
                     graph.replay()
                     eager = forward(static)
                     side.synchronize()
-                except Exception as exc:  # noqa: BLE001 - any failure means: run eager
+                except Exception as exc:
                     raise GraphError(f"capture at batch {size} failed: {exc!r}") from exc
                 _check(size, captured, eager, tolerance)
                 inputs[size], outputs[size], graphs[size] = static, captured, graph

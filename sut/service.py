@@ -36,9 +36,9 @@ from oipwire.datatypes import TensorSpec, numpy_dtype
 from oipwire.timing import BATCH_FORMATION, COMPUTE, POSTPROCESS, QUEUE, SERVER_TOTAL
 from sut.batcher import Batch, Batcher, BatcherConfig, answer
 from sut.errors import InvalidInput, ModelLoadError, SutError
+from sut.instances import Instances, choose
 from sut.models import LoadedModel, check_model, load_model
 from sut.options import ServiceOptions, parse_options
-from sut.instances import Instances, choose
 from sut.staging import Lent
 from sut.workers import Executor, cpu_cores, place, plan_workers, resolve_precision
 

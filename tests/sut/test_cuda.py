@@ -25,7 +25,7 @@ from sut.graphs import TOLERANCE, GraphSet
 from sut.models import LoadedModel, load_model
 from sut.service import InferenceService, InferResult
 from sut.workers import PRECISIONS, Executor
-from tests.sut.test_service import serve
+from tests.sut.test_service import serve, submitted
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -159,7 +159,7 @@ def test_graphs_answer_as_eager_does_at_each_precision_and_bucket(model: str,
     sample = [rows[s.name] for s in loaded.inputs]
     graphs = GraphSet.capture(forward, device, sample, 16)
     assert graphs.buckets == (1, 2, 4, 8, 16)
-    stream = torch.cuda.Stream(device)
+    stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
     with torch.inference_mode(), torch.cuda.stream(stream):
         for count in (1, 3, 5, 16):  # exact buckets, and rows padded up to one
             bucket = graphs.bucket(count)
@@ -184,11 +184,7 @@ def test_each_instance_has_its_own_streams_and_pinned_blocks_are_reused() -> Non
             pinned = pinned and lent.tensors["input"].is_pinned()
             pointers.append(lent.tensors["input"].data_ptr())
             np.copyto(lent.arrays["input"], s.sample_inputs(np.arange(i, i + 8))["input"])
-            loop = asyncio.get_running_loop()
-            future: asyncio.Future[Any] = loop.create_future()
-            s.submit(lent.arrays, lambda r, f=future: loop.call_soon_threadsafe(f.set_result, r),
-                     lent=lent)
-            result = await future
+            result = await submitted(s, lent.arrays, lent=lent)
             assert isinstance(result, InferResult)
         return launchers, pointers, pinned
 

@@ -17,7 +17,7 @@ from sut.models import load_model
 from sut.options import parse_options
 from sut.service import InferenceService, InferResult
 from sut.staging import PinnedPool
-from tests.sut.test_service import serve
+from tests.sut.test_service import serve, submitted
 
 
 @pytest.mark.parametrize("cuda, pipelined, graphs, expect", [
@@ -94,11 +94,7 @@ def test_a_lent_block_goes_back_when_answered_and_when_refused() -> None:
             order.append(lent.block)
             data = s.sample_inputs(np.arange(i, i + 4))["input"]
             np.copyto(lent.arrays["input"], data)
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            loop = asyncio.get_running_loop()
-            s.submit(lent.arrays, lambda r, f=future: loop.call_soon_threadsafe(f.set_result, r),
-                     lent=lent)
-            result = await future
+            result = await submitted(s, lent.arrays, lent=lent)
             np.testing.assert_allclose(result.outputs["output"],
                                        load_model("mlp", {}, 0).module(
                                            torch.from_numpy(data)).detach().numpy(),
