@@ -93,9 +93,9 @@ class GraphSet:
         graphs: dict[int, torch.cuda.CUDAGraph] = {}
         with torch.inference_mode(), torch.cuda.device(device), torch.cuda.stream(side):
             for size in reversed(buckets):  # largest first: the smaller reuse its pool
-                static = [torch.from_numpy(np.ascontiguousarray(a[:size])).to(device)
-                          for a in sample]
                 try:
+                    static = [torch.from_numpy(np.ascontiguousarray(a[:size])).to(device)
+                              for a in sample]
                     for _ in range(2):  # lazy initialisation (cuBLAS handles...) before capture
                         forward(static)
                     side.synchronize()
