@@ -102,7 +102,7 @@ class GraphSet:
                     graph = torch.cuda.CUDAGraph()
                     # capture_begin, not `torch.cuda.graph`: that one runs gc.collect() and
                     # empties the cache per capture (tens of ms each, 2 x 9 buckets)
-                    graph.capture_begin(pool, capture_error_mode="thread_local")
+                    graph.capture_begin(pool=pool, capture_error_mode="thread_local")
                     try:
                         captured = forward(static)
                     finally:
