@@ -14,6 +14,8 @@
 #   server     25  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
 #   llm        25  benchmarks/llm_serving.py --device cuda --json
 #   energy     20  an Offline run of builtin:mlp on the GPU with energy on
+#   variants   the rest of the 4 minutes (if 20 s or more): mlp and cnn at fp32 on each
+#              executor path (serial, pipelined-1/2, graphs-1/2); cut off when time is up
 #
 # Everything goes under $OUT_DIR (default runs/gpu-check): one log per section in logs/,
 # and summary.json (every figure, each section's exit status and seconds). When $OUT is
@@ -139,12 +141,17 @@ energy() {
     --set target_qps=500000 --set energy_sample_hz=20 --set energy_idle_s=1
 }
 
+variants() {  # what each executor path gives, in whatever time the budget leaves
+  "$PY" benchmarks/batching.py --device cuda --precision fp32 --json --no-server --rounds 1 \
+    --seconds 0.5 --models mlp,cnn --variants serial,pipelined-1,pipelined-2,graphs-1,graphs-2
+}
+
 llm() {
   "$PY" benchmarks/llm_serving.py --device cuda --json --rounds 1
 }
 
 export PY OUT_DIR LOGS
-export -f gpu_info cuda_tests scaleout batching server energy llm
+export -f gpu_info cuda_tests scaleout batching server energy llm variants
 
 # scale-out has no GPU figures: it runs beside the first sections, and is waited for
 # before anything is timed
@@ -159,6 +166,10 @@ run batch-bf16 40 batching bf16
 run server 25 server
 run llm 25 llm
 run energy 20 energy
+LEFT=$(( 232 - ($(date +%s) - STARTED) ))
+if [ "$LEFT" -ge 20 ]; then
+  run variants "$LEFT" variants
+fi
 
 "$PY" - "$OUT_DIR" "$STARTED" <<'EOF'
 """Every figure of the sections, in one JSON document: summary.json."""
@@ -245,6 +256,7 @@ for key, read in (("gpu", gpu), ("cuda_tests", cuda_tests),
                   ("batching_fp32", lambda: batching("fp32")),
                   ("batching_bf16", lambda: batching("bf16")), ("server", server),
                   ("llm_serving", lambda: json_lines("llm")),
+                  ("variants", lambda: json_lines("variants")),
                   ("energy", lambda: result("energy")), ("scaleout", scaleout)):
     try:
         summary[key] = read()
