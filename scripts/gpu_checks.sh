@@ -31,7 +31,8 @@
 # dependencies; any wheels in .whl/ are installed into a scratch folder first (no index).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-WHEELS=(hdrhistogram==0.10.8 pbr==7.1.3 nvidia-ml-py==13.615.71)
+WHEELS=(hdrhistogram==0.10.8 pbr==7.1.3 nvidia-ml-py==13.615.71
+        pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.3)
 
 if [ "${1:-}" = "--fetch-wheels" ]; then
   mkdir -p .whl
@@ -111,6 +112,7 @@ EOF
 
 cuda_tests() {
   local files
+  "$PY" -c "import pytest" || { echo "no pytest for $PY: --fetch-wheels brings it"; return 1; }
   files=$(grep -rlE --include='test_*.py' 'mark\.cuda|pytest\.mark\.cuda' tests | sort)
   # shellcheck disable=SC2086
   "$PY" -m pytest -p no:cacheprovider -m cuda -rs -q --junitxml="$OUT_DIR/runs/cuda-tests.xml" $files
