@@ -142,6 +142,7 @@ class Batcher:
         self._queued_rows = 0
         self._forming: list[Request] = []
         self._forming_rows = 0
+        self._forming_since = 0  # when the forming batch took its first request
         self._deadlines: list[tuple[int, int, Request]] = []
         self._seq = itertools.count()
         self._closed = False
@@ -332,14 +333,19 @@ class Batcher:
         return None, due
 
     def _pick(self, take: int, now: int) -> None:
-        """Move the first `take` live requests, in order, into the forming batch."""
+        """Move the first `take` live requests, in order, into the forming batch.
+
+        A request that arrived while the batch was forming joined it on arrival (its worker
+        was not woken for it: `submit`), so its pick time is its enqueue time."""
+        if take and not self._forming:
+            self._forming_since = now
         for level in list(self._levels):
             queue = self._queues[level]
             while queue and (take > 0 or queue[0].state != _QUEUED):
                 req = queue.popleft()
                 if req.state != _QUEUED:
                     continue
-                req.state, req.pick_ns = _PICKED, now
+                req.state, req.pick_ns = _PICKED, max(req.enqueue_ns, self._forming_since)
                 self._forming.append(req)
                 self._forming_rows += req.rows
                 self._queued -= 1
