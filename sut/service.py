@@ -183,13 +183,12 @@ class InferenceService:
             raise
 
     def _returning(self, lent: Lent, callback: Callback) -> Callback:
-        """`callback`, then `lent` back to the pool (the device has read it by then)."""
+        """`lent` back to the pool (the device has read it by then), then `callback`: a
+        caller who got its answer may borrow the same block again."""
 
         def answered(result: Any) -> None:
-            try:
-                callback(result)
-            finally:
-                self._give_back(lent)
+            self._give_back(lent)
+            callback(result)
 
         return answered
 
