@@ -189,15 +189,18 @@ for line in (out / "sections.tsv").read_text().splitlines():
 
 
 def json_lines(name):
+    """Every JSON object in a section's log that starts a line (one a line, or indented)."""
     path = logs / f"{name}.log"
-    found = []
-    for line in path.read_text(errors="replace").splitlines() if path.exists() else ():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                found.append(json.loads(line))
-            except ValueError:
-                pass
+    text = path.read_text(errors="replace") if path.exists() else ""
+    decoder, found, at = json.JSONDecoder(), [], 0
+    for match in re.finditer(r"^\{", text, re.MULTILINE):
+        if match.start() < at:
+            continue
+        try:
+            doc, at = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        found.append(doc)
     return found
 
 
