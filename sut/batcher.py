@@ -142,7 +142,7 @@ class Batcher:
         self._queued_rows = 0
         self._forming: list[Request] = []
         self._forming_rows = 0
-        self._forming_since = 0  # when the forming batch took its first request
+        self._forming_since = 0  # when a worker picked the forming batch's first request
         self._deadlines: list[tuple[int, int, Request]] = []
         self._seq = itertools.count()
         self._closed = False
@@ -222,11 +222,10 @@ class Batcher:
 
     def next_batch(self) -> Batch | None:
         """Block until a batch is due for the calling (free) worker; None once closed and empty."""
-        free_since = time.perf_counter_ns()
         with self._due:
             while True:
                 now = time.perf_counter_ns()
-                batch, wake_ns = self._form(now, free_since)
+                batch, wake_ns = self._form(now)
                 if batch is not None:
                     if self._queued:
                         self._due.notify()  # another free worker may form the next one
@@ -294,7 +293,7 @@ class Batcher:
                 if req.state == _QUEUED:
                     yield req
 
-    def _form(self, now: int, free_since: int) -> tuple[Batch | None, int | None]:
+    def _form(self, now: int) -> tuple[Batch | None, int | None]:
         """Pick what fits into the forming batch; return it when it is due, else its wake time."""
         cfg = self._config
         rows = self._forming_rows
@@ -321,7 +320,7 @@ class Batcher:
                     best = i + 1
             if best >= 0:
                 take, full = best, True
-        self._pick(take, free_since)
+        self._pick(take, now)
         if not self._forming:
             return None, None
         due = self._forming[0].enqueue_ns + cfg.max_queue_delay_us * 1000
@@ -333,13 +332,12 @@ class Batcher:
             return batch, None
         return None, due
 
-    def _pick(self, take: int, free_since: int) -> None:
+    def _pick(self, take: int, now: int) -> None:
         """Move the first `take` live requests, in order, into the forming batch.
 
-        A batch starts forming once it has a request and a free worker (free since
-        `free_since`); a request that arrives while it forms joins it on arrival (its
-        worker is not woken for it: `submit`), so picks are stamped from these times, not
-        from when the worker's thread got to run."""
+        A batch starts forming when a worker picks its first request (`now`); a request
+        that arrives while it forms joins it on arrival (its worker is not woken for it:
+        `submit`), so its pick is stamped at its enqueue, as if the worker had woken."""
         for level in list(self._levels):
             queue = self._queues[level]
             while queue and (take > 0 or queue[0].state != _QUEUED):
@@ -347,7 +345,7 @@ class Batcher:
                 if req.state != _QUEUED:
                     continue
                 if not self._forming:
-                    self._forming_since = max(req.enqueue_ns, free_since)
+                    self._forming_since = now
                 req.state, req.pick_ns = _PICKED, max(req.enqueue_ns, self._forming_since)
                 self._forming.append(req)
                 self._forming_rows += req.rows
