@@ -195,13 +195,17 @@ class InProcessSut:
             pass
 
     def _run_queued(self) -> None:
-        """On the loop: run every queued completion."""
+        """On the loop: run every queued completion; one that raises never drops the rest."""
+        assert self._loop is not None
         with self._queued_lock:
             self._wake_pending = False
-            ready = list(self._queued)
-            self._queued.clear()
+            ready, self._queued = self._queued, deque()
         for method, args in ready:
-            method(*args)
+            try:
+                method(*args)
+            except Exception as exc:  # noqa: BLE001 - reported as the loop reports callbacks
+                self._loop.call_exception_handler(
+                    {"message": f"{self.name}: a completion failed", "exception": exc})
 
     def _output(self, result: InferResult) -> Any:
         first = next(iter(result.outputs.values()))
