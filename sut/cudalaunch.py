@@ -66,6 +66,7 @@ class CudaLauncher:
             self._h2d = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
             self._compute = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
             self._d2h = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+            self._default = torch.cuda.default_stream(device)
             self._slots = [_Slot(len(inputs), len(outputs)) for _ in range(slots)]
 
     @property
@@ -120,7 +121,7 @@ class CudaLauncher:
                 land[:rows].copy_(out, non_blocking=True)
             ev[5].record(self._d2h)
         finally:
-            torch.cuda.set_stream(torch.cuda.default_stream(self.device))
+            torch.cuda.set_stream(self._default)
 
     def _run(self, s: _Slot, on_device: list[torch.Tensor], rows: int) -> list[torch.Tensor]:
         """The forward on the compute stream: a graph replay copied into the slot's device
