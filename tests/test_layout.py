@@ -11,6 +11,8 @@ read: module level, inside functions, under `if TYPE_CHECKING`, in `try` blocks,
 - oipwire: only the standard library, numpy and itself (`oipwire.proto` also protobuf and grpc).
 - no import cycle among the modules of the three packages (function-local imports included).
 - each module imports alone in a fresh interpreter.
+- `NEVER`: pairs of folders where the first never reaches the second, directly or through
+  other modules (records live below their readers; transport stays below protocol).
 
 An import `from P import N` counts as an import of the module `P.N` when that is a module, else
 of `P`. Parent packages run on any import of a submodule, but are not counted as imported by it.
@@ -49,6 +51,13 @@ STAGES: tuple[tuple[str, str], ...] = (
 FACE = ("loadgen", "loadgen.__main__")  # the package face: may import anything, imported by none
 SUT_IMPORTERS = ("loadgen.adapters.inprocess", "loadgen.adapters.llm",
                  "loadgen.cli.serve")  # the in-process adapters, serve
+# (from, to): no module under `from` reaches one under `to`, even through others.
+NEVER: tuple[tuple[str, str], ...] = (
+    ("loadgen.judge", "loadgen.engine"),  # the verdict reads records, never the machinery
+    ("loadgen.live", "loadgen.engine"),  # live views read records (`record.progress`)
+    ("loadgen.campaigns", "loadgen.live"),  # campaigns plan runs; watching one is live's job
+    ("loadgen.adapters.wire", "loadgen.adapters"),  # transport never reaches up into protocol
+)
 OIPWIRE_THIRD_PARTY = ("numpy",)
 OIPWIRE_PROTO_THIRD_PARTY = ("numpy", "google.protobuf", "grpc")
 
@@ -247,6 +256,51 @@ def test_no_import_cycles():
     described = [" -> ".join(c) + "\n    (" + ", ".join(
         lines[(a, b)] for a, b in itertools.pairwise(c)) + ")" for c in cycles]
     assert not cycles, "import cycles:\n" + "\n".join(described)
+
+
+def _import_edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {module: set() for module in SOURCES}
+    for imp in ALL_IMPORTS:
+        if imp.target in SOURCES and imp.target != imp.module:
+            edges[imp.module].add(imp.target)
+    return edges
+
+
+def _reached(start: str, edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Every module `start` reaches, with one shortest path to it."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(edges[node]):
+                if nxt not in paths:
+                    paths[nxt] = paths[node] + [nxt]
+                    following.append(nxt)
+        frontier = following
+    del paths[start]
+    return paths
+
+
+def test_reach_by_hand():
+    edges = {"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a"}}
+    assert _reached("a", edges) == {"b": ["a", "b"], "c": ["a", "b", "c"]}
+    assert _reached("c", edges) == {}
+
+
+def test_never_table_holds():
+    edges = _import_edges()
+    for source, target in NEVER:
+        assert any(_within(m, source) for m in SOURCES), f"NEVER names no module: {source}"
+        assert any(_within(m, target) for m in SOURCES), f"NEVER names no module: {target}"
+    bad = []
+    for source, target in NEVER:
+        for module in sorted(m for m in SOURCES if _within(m, source)):
+            for reached, path in _reached(module, edges).items():
+                if _within(reached, target) and not _within(reached, source):
+                    bad.append(f"{source} reaches {target}: {' -> '.join(path)}")
+                    break
+    assert not bad, "imports the NEVER table forbids:\n" + "\n".join(bad)
 
 
 _IMPORT_EACH = """

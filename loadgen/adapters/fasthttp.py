@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import cast
 
 from loadgen.adapters.pool import ConnectionPool, Failure
-from loadgen.adapters.remote import Tag
+from loadgen.adapters.wire.queueing import Tag
 
 __all__ = ["CHUNKED", "TO_CLOSE", "Chunked", "HttpPool", "fetch", "parse_head",
            "request_bytes"]

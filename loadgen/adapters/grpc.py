@@ -44,14 +44,13 @@ from loadgen.adapters.base import CompletionSink, Timers
 from loadgen.adapters.remote import (
     COMMON_KEYS,
     Endpoint,
-    Job,
-    Pending,
     Samples,
     add_network,
     metadata_inputs,
     report_done,
     report_failed,
 )
+from loadgen.adapters.wire.queueing import Job, Pending
 from loadgen.errors import SutError, SutSpecError
 from oipwire.errors import ProtocolError
 from oipwire.grpc_fields import tensor_to_contents

@@ -54,14 +54,13 @@ from loadgen.adapters.fasthttp import HttpPool, fetch, request_bytes
 from loadgen.adapters.remote import (
     COMMON_KEYS,
     Endpoint,
-    Job,
     Samples,
-    Tag,
     metadata_inputs,
     report_done,
     report_failed,
     tls_context,
 )
+from loadgen.adapters.wire.queueing import Job, Tag
 from loadgen.errors import SutError, SutSpecError
 from oipwire.codec import HEADER_LENGTH, encode_request
 from oipwire.messages import InferRequest

@@ -5,15 +5,14 @@
 `Endpoint.parse` splits a spec and checks every option key against the adapter's own list
 (an unknown key is a `SutSpecError` naming it). `Samples` holds deterministic seeded data
 matching the model metadata and the pre-built payload of every single-sample query;
-`Pending` is the local FIFO in front of the connections (a query of many requests yields
-them lazily, as `Job` parts); `add_network` joins the client's service latency with the
+`report_done` and `report_failed` report a request (a query, or a part of a `wire.queueing.Job`)
+to the sink; `add_network` joins the client's service latency with the
 server's reported `server_total`. Tensor specs, datatypes and the server timings' names
 are `oipwire`'s, the same the server uses.
 """
 
 from __future__ import annotations
 
-import collections
 import ssl
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -23,14 +22,14 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink
+from loadgen.adapters.wire.queueing import Tag
 from loadgen.errors import SutError, SutSpecError
 from oipwire.datatypes import TensorSpec, numpy_dtype
 from oipwire.errors import ProtocolError
 from oipwire.tensors import InferTensor
 from oipwire.timing import SERVER_TOTAL
 
-__all__ = ["COMMON_KEYS", "SAMPLE_BYTES_BUDGET", "Endpoint", "Job", "Pending", "Samples", "Tag",
-           "add_network", "metadata_inputs", "report_done", "report_failed", "sample_count",
+__all__ = ["COMMON_KEYS", "SAMPLE_BYTES_BUDGET", "Endpoint", "Samples", "add_network", "metadata_inputs", "report_done", "report_failed", "sample_count",
            "synthetic_inputs", "tls_context"]
 
 COMMON_KEYS = ("max_in_flight", "timeout_ms", "token", "tls", "ca", "version", "samples", "seed",
@@ -40,7 +39,6 @@ SAMPLE_BYTES_BUDGET = 256 << 20
 """Synthetic samples are capped so that their raw bytes stay under this."""
 
 P = TypeVar("P")
-Tag = Any  # a query id (int) or a (Job, first row) part
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,41 +208,6 @@ def add_network(components: dict[str, int], service_ns: int) -> dict[str, int] |
     return components or None
 
 
-# --- queueing -------------------------------------------------------------------------------
-
-
-class Job(Generic[P]):
-    """A query sent as several requests of at most `rows` samples; reported once, at the end."""
-
-    __slots__ = ("components", "encode", "failed", "indices", "last_done", "next", "outstanding",
-                 "query_id", "rows", "sample_done", "size")
-
-    def __init__(self, query_id: int, indices: np.ndarray, rows: int,
-                 encode: Callable[[Sequence[int]], P]) -> None:
-        self.query_id = query_id
-        self.indices: list[int] = indices.tolist()
-        self.size = len(self.indices)
-        self.rows = rows
-        self.encode = encode
-        self.next = self.outstanding = self.last_done = 0
-        self.failed = False
-        self.sample_done = [0] * len(indices)
-        self.components: dict[str, int] | None = None
-
-    def take(self) -> tuple[Tag, P] | None:
-        """The next part to send, or None when all are sent (or the query failed)."""
-        start = self.next
-        if self.failed or start >= self.size:
-            return None
-        self.next = start + self.rows
-        self.outstanding += 1
-        return (self, start), self.encode(self.indices[start:start + self.rows])
-
-    def last_part(self) -> bool:
-        """Whether the part now answering is the query's last one (so its timings are kept)."""
-        return self.outstanding == 1 and self.next >= self.size and not self.failed
-
-
 def report_done(sink: CompletionSink, tag: Tag, done_ns: int,
                 components: dict[str, int] | None) -> None:
     """A request succeeded: report its query, or its part of a `Job`."""
@@ -278,50 +241,6 @@ def report_failed(sink: CompletionSink, tag: Tag, now_ns: int, kind: str,
     if not job.failed:
         job.failed = True
         sink.failed(job.query_id, now_ns, kind, detail)
-
-
-class Pending(Generic[P]):
-    """Requests waiting for a free connection or slot, first in, first out."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self) -> None:
-        self._items: collections.deque[tuple[Any, P | None]] = collections.deque()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def put(self, tag: Tag, payload: P) -> None:
-        """Queue one request."""
-        self._items.append((tag, payload))
-
-    def put_job(self, job: Job[P]) -> None:
-        """Queue a query of several requests; its parts are encoded as they are taken."""
-        self._items.append((job, None))
-
-    def pop(self) -> tuple[Tag, P] | None:
-        """The oldest request, or None."""
-        items = self._items
-        while items:
-            tag, payload = items[0]
-            if payload is not None:
-                items.popleft()
-                return tag, payload
-            part: tuple[Tag, P] | None = tag.take()
-            if part is not None:
-                return part
-            items.popleft()
-        return None
-
-    def fail_all(self, fail: Callable[[Tag, int, str, str | None], None], now_ns: int,
-                 kind: str, detail: str | None = None) -> None:
-        """Fail every waiting request (nothing can carry them); a `Job` fails once."""
-        while self._items:
-            tag, payload = self._items.popleft()
-            if payload is not None:
-                fail(tag, now_ns, kind, detail)
-            elif not tag.failed:
-                fail((tag, tag.next), now_ns, kind, detail)
 
 
 def metadata_inputs(doc: Mapping[str, Any], model: str) -> list[TensorSpec]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.engine.runner import Progress, Runner
+from loadgen.engine.runner import Runner
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.qsl import accuracy_queries
@@ -30,6 +30,7 @@ from loadgen.plan.schedule import plan_queries, thin
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, EnergyTrace
+from loadgen.record.progress import Progress
 from loadgen.record.querylog import QueryLog
 from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.tokens import TokenRecorder
