@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.engine.processes import LocalProcesses, merge_logs
 from loadgen.engine.session import SessionOutcome, run_loop, run_session
 from loadgen.engine.workers.base import WORKERS_DIR, Engine
 from loadgen.engine.workers.driver import run_workers
 from loadgen.engine.workers.live import LiveView
+from loadgen.engine.workers.processes import LocalProcesses, merge_logs
 from loadgen.errors import SettingsError
 from loadgen.judge.distributed import distributed_verdict
 from loadgen.judge.energy import EnergyFigures, energy_figures, output_tokens_of

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from loadgen.adapters.history import Exchanged, transcript
-from loadgen.adapters.llmstream import (
+from loadgen.adapters.oip import Endpoint
+from loadgen.adapters.streaming import (
     KEYS,
     Exchange,
     StreamError,
@@ -31,7 +32,6 @@ from loadgen.adapters.llmstream import (
     error_message,
     learn,
 )
-from loadgen.adapters.remote import Endpoint
 from loadgen.adapters.tokens import Prompt
 from loadgen.errors import SutSpecError
 

@@ -41,7 +41,7 @@ import grpc  # type: ignore[import-untyped]
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink, Timers
-from loadgen.adapters.remote import (
+from loadgen.adapters.oip import (
     COMMON_KEYS,
     Endpoint,
     Samples,

@@ -4,7 +4,7 @@ Everything a run does between its plan and its figures happens here, once:
 build the collector, start the SUT, take Ctrl-C, keep the garbage collector
 off what is already loaded, open the query log, run the engine, stop the SUT
 and score accuracy. The single-process path (`loadgen.api`) and each load
-process (`engine.processes`) call `run_session`; they differ only in their
+process (`engine.workers.processes`) call `run_session`; they differ only in their
 `share` of the plan and in a `gate` that holds the start until every process
 is ready.
 """

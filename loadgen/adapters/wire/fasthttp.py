@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from loadgen.adapters.pool import ConnectionPool, Failure
+from loadgen.adapters.wire.pool import ConnectionPool, Failure
 from loadgen.adapters.wire.queueing import Tag
 
 __all__ = ["CHUNKED", "TO_CLOSE", "Chunked", "HttpPool", "fetch", "parse_head",
