@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from loadgen.adapters.history import Exchanged, transcript
-from loadgen.adapters.oip import Endpoint
 from loadgen.adapters.streaming import (
     KEYS,
     Exchange,
@@ -33,6 +32,7 @@ from loadgen.adapters.streaming import (
     learn,
 )
 from loadgen.adapters.tokens import Prompt
+from loadgen.adapters.wire.endpoint import Endpoint
 from loadgen.errors import SutSpecError
 
 __all__ = ["GENERATE_KEYS", "GenerateSut"]

@@ -43,13 +43,13 @@ import numpy as np
 from loadgen.adapters.base import CompletionSink, Timers
 from loadgen.adapters.oip import (
     COMMON_KEYS,
-    Endpoint,
     Samples,
     add_network,
     metadata_inputs,
     report_done,
     report_failed,
 )
+from loadgen.adapters.wire.endpoint import Endpoint
 from loadgen.adapters.wire.queueing import Job, Pending
 from loadgen.errors import SutError, SutSpecError
 from oipwire.errors import ProtocolError

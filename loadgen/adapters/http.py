@@ -52,13 +52,12 @@ import numpy as np
 from loadgen.adapters.base import CompletionSink, Timers
 from loadgen.adapters.oip import (
     COMMON_KEYS,
-    Endpoint,
     Samples,
     metadata_inputs,
     report_done,
     report_failed,
-    tls_context,
 )
+from loadgen.adapters.wire.endpoint import Endpoint, tls_context
 from loadgen.adapters.wire.fasthttp import HttpPool, fetch, request_bytes
 from loadgen.adapters.wire.queueing import Job, Tag
 from loadgen.errors import SutError, SutSpecError

@@ -1,9 +1,6 @@
-"""What the HTTP and gRPC adapters share: spec parsing, synthetic inputs, queueing, timing join.
+"""What the Open Inference Protocol adapters (HTTP and gRPC) share: inputs, reports, timing join.
 
-    SCHEME://HOST[:PORT]/MODEL[?key=value&...]
-
-`Endpoint.parse` splits a spec and checks every option key against the adapter's own list
-(an unknown key is a `SutSpecError` naming it). `Samples` holds deterministic seeded data
+Endpoints (`SCHEME://HOST[:PORT]/MODEL[?key=value&...]`) are `wire.endpoint`'s. `Samples` holds deterministic seeded data
 matching the model metadata and the pre-built payload of every single-sample query;
 `report_done` and `report_failed` report a request (a query, or a part of a `wire.queueing.Job`)
 to the sink; `add_network` joins the client's service latency with the
@@ -13,24 +10,21 @@ are `oipwire`'s, the same the server uses.
 
 from __future__ import annotations
 
-import ssl
-import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink
 from loadgen.adapters.wire.queueing import Tag
-from loadgen.errors import SutError, SutSpecError
+from loadgen.errors import SutError
 from oipwire.datatypes import TensorSpec, numpy_dtype
 from oipwire.errors import ProtocolError
 from oipwire.tensors import InferTensor
 from oipwire.timing import SERVER_TOTAL
 
-__all__ = ["COMMON_KEYS", "SAMPLE_BYTES_BUDGET", "Endpoint", "Samples", "add_network", "metadata_inputs", "report_done", "report_failed", "sample_count",
-           "synthetic_inputs", "tls_context"]
+__all__ = ["COMMON_KEYS", "SAMPLE_BYTES_BUDGET", "Samples", "add_network", "metadata_inputs",
+           "report_done", "report_failed", "sample_count", "synthetic_inputs"]
 
 COMMON_KEYS = ("max_in_flight", "timeout_ms", "token", "tls", "ca", "version", "samples", "seed",
                "batch")
@@ -39,92 +33,6 @@ SAMPLE_BYTES_BUDGET = 256 << 20
 """Synthetic samples are capped so that their raw bytes stay under this."""
 
 P = TypeVar("P")
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """A parsed remote spec; `options` holds the raw strings of the keys given."""
-
-    scheme: str
-    host: str
-    port: int
-    model: str
-    tls: bool
-    options: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def address(self) -> str:
-        """host:port, IPv6 hosts bracketed."""
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        """The endpoint without options (no token), for the result."""
-        return f"{self.scheme}://{self.address}/{self.model}"
-
-    def flag(self, key: str, default: bool = False) -> bool:
-        """A 0/1 option."""
-        value = self.options.get(key)
-        if value is None:
-            return default
-        if value not in ("0", "1", "true", "false"):
-            raise SutSpecError(f"{self.url}: {key}={value!r}: expected 0 or 1")
-        return value in ("1", "true")
-
-    def number(self, key: str, default: int, minimum: int = 0) -> int:
-        """An integer option of at least `minimum`."""
-        value = self.options.get(key)
-        if value is None:
-            return default
-        try:
-            number = int(value)
-        except ValueError:
-            raise SutSpecError(f"{self.url}: {key}={value!r}: expected an integer") from None
-        if number < minimum:
-            raise SutSpecError(f"{self.url}: {key}={value!r}: must be at least {minimum}")
-        return number
-
-    @classmethod
-    def parse(cls, spec: str, schemes: Mapping[str, tuple[int, bool]],
-              keys: Sequence[str]) -> Endpoint:
-        """Split SCHEME://HOST[:PORT]/MODEL?k=v; `schemes` maps scheme -> (default port, tls)."""
-        form = f"{'|'.join(schemes)}://HOST[:PORT]/MODEL[?key=value&...]"
-        parts = urllib.parse.urlsplit(spec)
-        if parts.scheme not in schemes or not parts.hostname:
-            raise SutSpecError(f"--sut {spec!r}: expected {form}")
-        model = parts.path.strip("/")
-        if not model or "/" in model:
-            raise SutSpecError(f"--sut {spec!r}: expected one model name after the host ({form})")
-        try:
-            port = parts.port or schemes[parts.scheme][0]
-            pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True,
-                                           strict_parsing=bool(parts.query))
-        except ValueError as exc:
-            raise SutSpecError(f"--sut {spec!r}: {exc}") from None
-        options = dict(pairs)
-        unknown = sorted(set(options) - set(keys))
-        if unknown:
-            raise SutSpecError(f"--sut {spec!r}: unknown key(s) {', '.join(unknown)}; known: "
-                               f"{', '.join(sorted(keys))}")
-        endpoint = cls(parts.scheme, parts.hostname, port, model, schemes[parts.scheme][1],
-                       options)
-        if endpoint.flag("tls"):
-            endpoint = cls(endpoint.scheme, endpoint.host, port, model, True, options)
-        return endpoint
-
-
-def tls_context(endpoint: Endpoint, insecure: bool = False) -> ssl.SSLContext | None:
-    """The client TLS context an endpoint asks for (`ca=FILE`, `insecure=1`), or None."""
-    if not endpoint.tls:
-        return None
-    try:
-        context = ssl.create_default_context(cafile=endpoint.options.get("ca"))
-    except OSError as exc:
-        raise SutSpecError(f"{endpoint.url}: ca: {exc}") from None
-    if insecure:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 # --- inputs ---------------------------------------------------------------------------------
