@@ -15,7 +15,10 @@ read: module level, inside functions, under `if TYPE_CHECKING`, in `try` blocks,
   other modules (records live below their readers; transport stays below protocol).
 
 An import `from P import N` counts as an import of the module `P.N` when that is a module, else
-of `P`. Parent packages run on any import of a submodule, but are not counted as imported by it.
+of `P`; when `P` is a package, it counts as an import of the package (its `__init__`) as well, so
+a package whose `__init__` imports a module that reads a sibling off the package is a cycle
+(`loadgen.cli` -> `cli.main` -> `cli.analysis` -> `loadgen.cli` was one). Other imports of a
+submodule run its parent packages too, but do not count as imports of them.
 """
 
 from __future__ import annotations
@@ -101,6 +104,10 @@ def _resolve(module: str, path: Path, level: int, name: str | None) -> str:
     return ".".join(base + ([name] if name else []))
 
 
+def _is_package(name: str) -> bool:
+    return name in SOURCES and SOURCES[name].name == "__init__.py"
+
+
 def _imports(module: str, path: Path) -> Iterator[Import]:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     for node in ast.walk(tree):
@@ -112,6 +119,8 @@ def _imports(module: str, path: Path) -> Iterator[Import]:
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 yield Import(module, path, node.lineno, sub if sub in SOURCES else base)
+                if sub in SOURCES and _is_package(base) and base != module:
+                    yield Import(module, path, node.lineno, base)  # N is read off P's __init__
         elif (isinstance(node, ast.Call) and node.args
               and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
               and (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
@@ -243,6 +252,12 @@ def test_cycle_finder_by_hand():
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
     assert _cycles(edges) == [["a", "b", "c", "a"], ["e", "e"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_from_a_package_import_counts_the_package_init():
+    targets = {imp.target for imp in _imports("loadgen.cli.analysis", SOURCES["loadgen.cli.analysis"])}
+    assert {"loadgen.cli.helptext", "loadgen.cli"} <= targets  # `from loadgen.cli import helptext`
+    assert "loadgen.cli.exits" in targets and "loadgen" not in targets
 
 
 def test_no_import_cycles():
