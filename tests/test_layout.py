@@ -11,6 +11,10 @@ read: module level, inside functions, under `if TYPE_CHECKING`, in `try` blocks,
 - oipwire: only the standard library, numpy and itself (`oipwire.proto` also protobuf and grpc).
 - no import cycle among the modules of the three packages (function-local imports included).
 - each module imports alone in a fresh interpreter.
+- tests mirror the stage folders: `tests/loadgen/<stage>/test_<module>[_<more>].py` names a
+  module of `loadgen/<stage>/`; a file directly in `tests/loadgen/` names a module of the package
+  face or a top-level stage (`test_face.py` is the face's); the feature suites (`FEATURE_SUITES`)
+  cross stages and keep their own names.
 - `NEVER`: pairs of folders where the first never reaches the second, directly or through
   other modules (records live below their readers; transport stays below protocol).
 
@@ -61,6 +65,8 @@ NEVER: tuple[tuple[str, str], ...] = (
     ("loadgen.campaigns", "loadgen.live"),  # campaigns plan runs; watching one is live's job
     ("loadgen.adapters.wire", "loadgen.adapters"),  # transport never reaches up into protocol
 )
+# test folders of tests/loadgen named for a feature, not a stage: exempt from the mirror rule
+FEATURE_SUITES = ("distributed", "energy", "llm", "llm_wire", "mlperf", "ux")
 OIPWIRE_THIRD_PARTY = ("numpy",)
 OIPWIRE_PROTO_THIRD_PARTY = ("numpy", "google.protobuf", "grpc")
 
@@ -316,6 +322,43 @@ def test_never_table_holds():
                     bad.append(f"{source} reaches {target}: {' -> '.join(path)}")
                     break
     assert not bad, "imports the NEVER table forbids:\n" + "\n".join(bad)
+
+
+def _named_module(test: Path) -> str | None:
+    """The loadgen module a test file under tests/loadgen/ names, or None."""
+    folder = test.parent.relative_to(ROOT / "tests" / "loadgen").parts
+    package = ".".join(("loadgen", *folder))
+    stem = test.stem.removeprefix("test_")
+    names = {m.rsplit(".", 1)[-1]: m for m in SOURCES if m.rpartition(".")[0] == package}
+    if not folder:
+        names["face"] = "loadgen"
+    fits = [name for name in names if stem == name or stem.startswith(name + "_")]
+    return names[max(fits, key=len)] if fits else None
+
+
+def test_mirror_rule_by_hand():
+    tests = ROOT / "tests" / "loadgen"
+    assert _named_module(tests / "engine" / "workers" / "test_processes.py") == (
+        "loadgen.engine.workers.processes")
+    assert _named_module(tests / "adapters" / "test_http_functional.py") == "loadgen.adapters.http"
+    assert _named_module(tests / "test_face.py") == "loadgen"
+    assert _named_module(tests / "record" / "test_record.py") is None
+    assert _named_module(tests / "test_metrics.py") is None
+
+
+def test_tests_mirror_the_stage_folders():
+    tests = ROOT / "tests" / "loadgen"
+    missing = [suite for suite in FEATURE_SUITES if not (tests / suite).is_dir()]
+    assert not missing, f"FEATURE_SUITES names no folder: {missing}"
+    bad = []
+    for test in sorted(tests.rglob("test_*.py")):
+        folder = test.parent.relative_to(tests).parts
+        if folder and folder[0] in FEATURE_SUITES:
+            continue
+        if _named_module(test) is None:
+            bad.append(f"{test.relative_to(ROOT)}: names no module of "
+                       f"loadgen/{'/'.join(folder)}")
+    assert not bad, "test files that mirror no module:\n" + "\n".join(bad)
 
 
 _IMPORT_EACH = """

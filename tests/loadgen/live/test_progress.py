@@ -15,7 +15,7 @@ from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.record.progress import Progress
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 S = 1_000_000_000
 
 
