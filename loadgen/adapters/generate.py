@@ -6,7 +6,7 @@ POST /v2/models/MODEL[/versions/V]/generate_stream with `{"text_input": ..., "pa
 {"stream": true, "max_tokens": N, ...}}`; each SSE event is a JSON object whose `text_output`
 is the text of that step (a chunk with non-empty text carries tokens), or `{"error": ...}`
 (an in-band failure: Triton sets the status before inference ends). The extension reports no
-token usage, so counts are the client's (`tokenizer=`). Options, besides `llmstream.KEYS`:
+token usage, so counts are the client's (`tokenizer=`). Options, besides `streaming.KEYS`:
 
     version=V              model version (default: the server's choice)
     max_tokens_at=parameters   where `max_tokens` goes: parameters, or top (a top-level

@@ -3,7 +3,7 @@
     openai://HOST[:PORT]/MODEL[?key=value&...]     (openais:// for TLS; port 80/443 by default)
 
 Options (query-string keys; an unknown key is a SutSpecError naming it), besides those of
-`llmstream.KEYS` (see the README):
+`streaming.KEYS` (see the README):
 
     endpoint=chat          chat (messages) or completions (prompt)
     base=/v1               the API's path prefix
