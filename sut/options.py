@@ -89,7 +89,7 @@ OPTION_HELP: dict[str, str] = {
     "preferred_batch_sizes": "sizes dispatched at once, ';'-separated, e.g. 4;8",
     "max_queue_size": "requests waiting before new ones are rejected; 0 = unbounded (default 1024)",
     "device": "cpu, cuda, cuda:N or auto (default)",
-    "instances": "workers per device (CPU default min(2, cores), CUDA default 2)",
+    "instances": "workers per device (CPU default min(2, cores), CUDA default 1)",
     "pipelined": "true: a ring of slots per instance, copies and compute overlapped (CUDA"
                  " default); false: one batch at a time per instance (CPU default)",
     "cuda_graphs": "true (CUDA default): replay CUDA graphs per batch-size bucket; false: eager",

@@ -1,7 +1,9 @@
 """Workers: device choice, precision, and threads that run batches.
 
-`instances` workers per visible CUDA device (default 2; workers on one device
-share one copy of the weights); on the CPU, `instances` workers (default
+`instances` workers per visible CUDA device (default 1: on an H100, a second
+instance's Python contends for the GIL and lowered throughput in 3 of 4 cases,
+`benchmarks/batching.py --variants graphs-1,graphs-2`; workers on one device share
+one copy of the weights); on the CPU, `instances` workers (default
 min(2, cores)), each with its own intra-op thread count so that workers x
 threads <= cores. Worker threads run under `torch.inference_mode()`.
 
@@ -97,7 +99,7 @@ def plan_workers(
         if value is not None and value < 1:
             raise ConfigError(key, f"must be >= 1, got {value}")
     if workers is None:
-        per_device = instances if instances is not None else (min(2, cores) if on_cpu else 2)
+        per_device = instances if instances is not None else (min(2, cores) if on_cpu else 1)
         workers = per_device * len(targets)
     placed = tuple(targets[i % len(targets)] for i in range(workers))
     per_worker = threads if threads is not None else max(1, cores // workers)

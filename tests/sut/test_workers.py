@@ -30,9 +30,9 @@ from sut.workers import (
     ("cpu", {}, 1, 0, WorkerPlan(("cpu",), 1)),
     ("auto", {}, 4, 0, WorkerPlan(("cpu", "cpu"), 2)),
     ("cpu", {"instances": 3, "threads": 2}, 8, 0, WorkerPlan(("cpu",) * 3, 2)),
-    ("auto", {}, 8, 2, WorkerPlan(("cuda:0", "cuda:1", "cuda:0", "cuda:1"), 2)),
+    ("auto", {}, 8, 2, WorkerPlan(("cuda:0", "cuda:1"), 4)),
     ("cuda", {"instances": 2}, 8, 2, WorkerPlan(("cuda:0", "cuda:1", "cuda:0", "cuda:1"), 2)),
-    ("cuda:1", {}, 8, 2, WorkerPlan(("cuda:1", "cuda:1"), 4)),
+    ("cuda:1", {}, 8, 2, WorkerPlan(("cuda:1",), 8)),
     ("cuda", {"workers": 3}, 6, 2, WorkerPlan(("cuda:0", "cuda:1", "cuda:0"), 2)),
 ])
 def test_plan_workers(device: str, kwargs: dict[str, int], cores: int, cuda: int,
