@@ -12,10 +12,11 @@
 #   batch-bf16 40    batch 32 and 256 (6 cases), raw eager and graph loops beside, and
 #                    the no-compute model at 256 (the harness alone)
 #   server     25  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
-#   llm        25  benchmarks/llm_serving.py --device cuda --json
-#   energy     20  an Offline run of builtin:mlp on the GPU with energy on
+#   llm        22  benchmarks/llm_serving.py --device cuda --json
+#   energy     22  an Offline run of builtin:mlp on the GPU with energy on
 #   variants   the rest of the 4 minutes (if 20 s or more): mlp and cnn at fp32 on each
-#              executor path (serial, pipelined-1/2, graphs-1/2); cut off when time is up
+#              executor path (serial, graphs-1, graphs-1-two-threads, graphs-2,
+#              pipelined-1); cut off when time is up
 #
 # Everything goes under $OUT_DIR (default runs/gpu-check): one log per section in logs/,
 # and summary.json (every figure, each section's exit status and seconds). When $OUT is
@@ -139,13 +140,13 @@ server() {
 
 energy() {
   "$PY" -m loadgen run scenarios/offline.toml --sut "builtin:mlp,device=cuda,max_batch_size=256" \
-    --out "$OUT_DIR/runs/energy" --set preset="'dev'" --set min_duration_s=4 \
-    --set target_qps=500000 --set energy_sample_hz=20 --set energy_idle_s=1
+    --out "$OUT_DIR/runs/energy" --set preset="'dev'" --set min_duration_s=3 \
+    --set target_qps=1500000 --set energy_sample_hz=20 --set energy_idle_s=1
 }
 
 variants() {  # what each executor path gives, in whatever time the budget leaves
   "$PY" benchmarks/batching.py --device cuda --precision fp32 --json --no-server --rounds 1 \
-    --seconds 0.5 --models mlp,cnn --variants serial,pipelined-1,pipelined-2,graphs-1,graphs-2
+    --seconds 0.5 --models mlp,cnn --variants serial,graphs-1,graphs-1-two-threads,graphs-2,pipelined-1
 }
 
 llm() {
@@ -166,8 +167,8 @@ cat "$LOGS/scaleout.out"
 run batch-fp32 40 batching fp32
 run batch-bf16 40 batching bf16
 run server 25 server
-run llm 25 llm
-run energy 20 energy
+run llm 22 llm
+run energy 22 energy
 LEFT=$(( 232 - ($(date +%s) - STARTED) ))
 if [ "$LEFT" -ge 20 ]; then
   run variants "$LEFT" variants
