@@ -161,5 +161,5 @@ def _auth_token(args: argparse.Namespace) -> str | None:
             raise ValueError(f"--auth-token-file: cannot read {args.auth_token_file}: {exc}")\
                 from None
         return lines[0].strip() if lines else ""
-    token: str | None = args.auth_token
-    return token
+    given: str | None = args.auth_token
+    return given

@@ -12,6 +12,7 @@ the process. Connections are bounded as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Mapping
@@ -71,8 +72,13 @@ class LlmServer:
         stopped: asyncio.Future[str | None] = loop.create_future()
         self._engine_stopped = stopped
 
+        def settle(failure: str | None) -> None:
+            if not stopped.done():
+                stopped.set_result(failure)
+
         def on_stopped(failure: str | None) -> None:  # on the engine thread
-            loop.call_soon_threadsafe(lambda: stopped.done() or stopped.set_result(failure))
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(settle, failure)
 
         await asyncio.to_thread(self.engine.start)
         self.engine.watch(on_stopped)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from sut.llm import protocol
 from sut.llm.checks import MAX_STOP_CHARS, MAX_STOP_STRINGS
 from sut.llm.config import EngineConfig
 from sut.llm.engine import MAX_FAILED_STEPS, LLMEngine
@@ -231,7 +232,6 @@ def test_stop_strings_are_bounded_in_count_and_length(server: LlmServerThread) -
 
 def test_a_long_prompt_is_refused_before_it_is_tokenised(
         server: LlmServerThread, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sut.llm.protocol as protocol
     seen: list[tuple[int, str]] = []
     real = protocol.encode
 
