@@ -25,6 +25,7 @@ __all__ = [
     "integer",
     "number",
     "refuse_unsupported",
+    "shown",
     "stop_strings",
     "text",
 ]
@@ -47,9 +48,9 @@ def number(body: Mapping[str, Any], key: str, default: float,
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(f"{key}: want a number, got {_short(value)}")
+        raise InvalidInput(f"{key}: want a number, got {shown(value)}")
     if isinstance(value, int) and not -_INT64 <= value < _INT64:
-        raise InvalidInput(f"{key}: {_short(value)} is out of range")
+        raise InvalidInput(f"{key}: {shown(value)} is out of range")
     if not math.isfinite(value) or not low <= value <= high:
         raise InvalidInput(f"{key}: want a finite number in [{low}, {high}], got {value!r}")
     return float(value)
@@ -65,9 +66,9 @@ def integer(body: Mapping[str, Any], key: str, default: int,
             and abs(value) < _INT64:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{key}: want an integer, got {_short(value)}")
+        raise InvalidInput(f"{key}: want an integer, got {shown(value)}")
     if not low <= value <= high:
-        raise InvalidInput(f"{key}: want an integer in [{low}, {high}], got {_short(value)}")
+        raise InvalidInput(f"{key}: want an integer in [{low}, {high}], got {shown(value)}")
     return value
 
 
@@ -77,14 +78,14 @@ def flag(body: Mapping[str, Any], key: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise InvalidInput(f"{key}: want true or false, got {_short(value)}")
+        raise InvalidInput(f"{key}: want true or false, got {shown(value)}")
     return value
 
 
 def text(value: Any, field: str) -> str:
     """`value` as a string that encodes to UTF-8 (no lone surrogates)."""
     if not isinstance(value, str):
-        raise InvalidInput(f"{field}: want a string, got {_short(value)}")
+        raise InvalidInput(f"{field}: want a string, got {shown(value)}")
     if not value.isascii():
         try:
             value.encode("utf-8")
@@ -100,7 +101,7 @@ def stop_strings(value: Any) -> tuple[str, ...]:
         return ()
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list):
-        raise InvalidInput(f"stop: want a string or a list of strings, got {_short(value)}")
+        raise InvalidInput(f"stop: want a string or a list of strings, got {shown(value)}")
     if len(items) > MAX_STOP_STRINGS:
         raise InvalidInput(f"stop: {len(items)} strings, at most {MAX_STOP_STRINGS} allowed")
     out = tuple(text(s, "stop") for s in items)
@@ -114,7 +115,7 @@ def refuse_unsupported(body: Mapping[str, Any]) -> None:
     for key, defaults in _UNSUPPORTED.items():
         value = body.get(key)
         if not any(value is d or (type(value) is type(d) and value == d) for d in defaults):
-            raise InvalidInput(f"{key}: {_short(value)} is not supported by this server"
+            raise InvalidInput(f"{key}: {shown(value)} is not supported by this server"
                                f" (only {' or '.join(map(_json_word, defaults))})")
 
 
@@ -122,10 +123,11 @@ def _json_word(value: object) -> str:
     return json.dumps(value)
 
 
-def _short(value: Any) -> str:
+def shown(value: Any) -> str:
     """A value for an error message, at most 40 characters."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         return f"an integer of {value.bit_length()} bits"
-    shown = repr(value) if isinstance(value, int | float | bool | type(None)) else \
-        type(value).__name__ if isinstance(value, list | dict) else ascii(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
+    if isinstance(value, list | dict):
+        return f"a {type(value).__name__}"
+    out = ascii(value[:41]) if isinstance(value, str) else repr(value)
+    return out if len(out) <= 40 else out[:37] + "..."

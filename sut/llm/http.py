@@ -43,6 +43,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from sut.errors import InvalidInput, SutError
+from sut.llm import checks
 from sut.llm.engine import LLMEngine
 from sut.llm.protocol import Generation, WireFormat, parse_generate, parse_openai
 from sut.llm.sequence import Delta
@@ -206,7 +207,7 @@ def _decode_and_parse(raw: bytes, parse: Callable[[Any], Generation]) -> Generat
 
 def _check_model(engine: LLMEngine, name: Any) -> None:
     if name is not None and name != engine.model_name:
-        raise NotFound(f"the model {name!r} does not exist; this server has"
+        raise NotFound(f"the model {checks.shown(name)} does not exist; this server has"
                        f" {engine.model_name!r}")
 
 
