@@ -36,7 +36,7 @@ import hmac
 import itertools
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiohttp import web
@@ -227,11 +227,12 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
         _check_model(engine, body.get("model") if isinstance(body, dict) else None)
         return parse_openai(body, chat, engine.max_model_len)
 
-    generation = await _parsed(request, parse)
-    prefix = "chatcmpl" if chat else "cmpl"
-    wire = WireFormat("chat" if chat else "completions", engine.model_name,
-                      f"{prefix}-{next(state.ids)}")
-    return await _answer(request, generation, wire)
+    with _slot(state):
+        generation = await _parsed(request, parse)
+        prefix = "chatcmpl" if chat else "cmpl"
+        wire = WireFormat("chat" if chat else "completions", engine.model_name,
+                          f"{prefix}-{next(state.ids)}")
+        return await _answer(request, generation, wire)
 
 
 async def _generate(request: web.Request) -> web.StreamResponse:
@@ -246,37 +247,44 @@ async def _oip(request: web.Request, stream: bool) -> web.StreamResponse:
     engine, state = request.app[ENGINE], request.app[STATE]
     _check_model(engine, request.match_info["model"])
     _check_open(request.app)
-    generation = await _parsed(
-        request, lambda body: parse_generate(body, stream, engine.max_model_len))
-    return await _answer(request, generation,
-                         WireFormat("generate", engine.model_name, str(next(state.ids))))
+    with _slot(state):
+        generation = await _parsed(
+            request, lambda body: parse_generate(body, stream, engine.max_model_len))
+        return await _answer(request, generation,
+                             WireFormat("generate", engine.model_name, str(next(state.ids))))
 
 
 async def _answer(request: web.Request, generation: Generation,
                   wire: WireFormat) -> web.StreamResponse:
     state = request.app[STATE]
+    stream = RequestStream(request.app[ENGINE], generation)  # Overloaded: 429 before a byte
+    if generation.stream:
+        return await _stream(request, stream, generation, wire)
+    parts: list[str] = []
+    last: Delta | None = None
+    try:
+        async with asyncio.timeout(state.request_timeout_s), \
+                contextlib.aclosing(stream.deltas()) as deltas:  # leaving cancels
+            async for delta in deltas:
+                parts.append(delta.text)
+                last = delta
+    except TimeoutError:
+        raise ServerTimeout(f"no result within {state.request_timeout_s} s") from None
+    assert last is not None
+    if last.error is not None:
+        raise SutError(f"generation failed: {last.error}")
+    return web.json_response(wire.whole("".join(parts), last),
+                             headers={"X-Request-Id": wire.id})
+
+
+@contextlib.contextmanager
+def _slot(state: ServingState) -> Iterator[None]:
+    """Hold one of the `max_inflight` places from the body's read to the answer's end."""
     if state.inflight >= state.max_inflight:
         raise Busy(f"{state.inflight} requests in flight (max {state.max_inflight})")
-    stream = RequestStream(request.app[ENGINE], generation)  # Overloaded: 429 before a byte
     state.inflight += 1
     try:
-        if generation.stream:
-            return await _stream(request, stream, generation, wire)
-        parts: list[str] = []
-        last: Delta | None = None
-        try:
-            async with asyncio.timeout(state.request_timeout_s), \
-                    contextlib.aclosing(stream.deltas()) as deltas:  # leaving cancels
-                async for delta in deltas:
-                    parts.append(delta.text)
-                    last = delta
-        except TimeoutError:
-            raise ServerTimeout(f"no result within {state.request_timeout_s} s") from None
-        assert last is not None
-        if last.error is not None:
-            raise SutError(f"generation failed: {last.error}")
-        return web.json_response(wire.whole("".join(parts), last),
-                                 headers={"X-Request-Id": wire.id})
+        yield
     finally:
         state.inflight -= 1
 
