@@ -58,9 +58,9 @@ def _max_tokens(body: Mapping[str, Any], key: str, default: int) -> int:
 
 def _encode(value: Any, field: str, max_model_len: int) -> list[int]:
     """`value`'s tokens; its length is checked first (a character is at least one token)."""
-    prompt = checks.text(value, field)
-    _check_length(len(prompt) + 1, field, max_model_len)
-    return encode(prompt)
+    if isinstance(value, str):
+        _check_length(len(value) + 1, field, max_model_len)
+    return encode(checks.text(value, field))
 
 
 def _check_length(at_least: int, field: str, max_model_len: int) -> None:
@@ -69,24 +69,31 @@ def _check_length(at_least: int, field: str, max_model_len: int) -> None:
                            f" {max_model_len - 1} (max_model_len {max_model_len})")
 
 
-def _message(message: Any, index: int) -> dict[str, str]:
+def _message(message: Any, index: int, max_model_len: int) -> dict[str, str]:
     if not isinstance(message, dict):
         raise InvalidInput(f"messages[{index}]: want an object {{role, content}}")
-    role = checks.text(message.get("role"), f"messages[{index}].role")
+    name = f"messages[{index}]"
     content = message.get("content")
-    if content is None:
-        return {"role": role, "content": ""}
     if isinstance(content, list) and all(isinstance(p, dict) for p in content):
-        content = "".join(checks.text(p.get("text", ""), f"messages[{index}].content.text")
+        content = "".join(checks.text(p.get("text", ""), f"{name}.content.text")
                           for p in content if p.get("type") == "text")
-    return {"role": role, "content": checks.text(content, f"messages[{index}].content")}
+    return {"role": _bounded_text(message.get("role"), f"{name}.role", max_model_len),
+            "content": _bounded_text("" if content is None else content, f"{name}.content",
+                                     max_model_len)}
+
+
+def _bounded_text(value: Any, field: str, max_model_len: int) -> str:
+    """`value` as text, its length checked before it is encoded."""
+    if isinstance(value, str):
+        _check_length(len(value), field, max_model_len)
+    return checks.text(value, field)
 
 
 def _chat_prompt(raw: Any, max_model_len: int) -> list[int]:
     if not isinstance(raw, list) or not raw:
         raise InvalidInput("messages: want a non-empty list of {role, content}")
     _check_length(len(raw), "messages", max_model_len)
-    messages = [_message(m, i) for i, m in enumerate(raw)]
+    messages = [_message(m, i, max_model_len) for i, m in enumerate(raw)]
     rendered = chat_prompt(messages)
     _check_length(len(rendered) + 1, "messages", max_model_len)
     return encode(rendered)
