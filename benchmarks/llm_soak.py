@@ -250,7 +250,8 @@ async def soak(url: str, pid: int, model: str, minutes: float, concurrency: int,
         "kv_usage_end": usage, "running_end": running, "ready_end": ready,
         "rss_mb": {"start": round(rss[0], 1), "end": round(rss[-1], 1),
                    "max": round(max(rss), 1),
-                   "after_1_min": round(rss[min(60, len(rss) - 1)], 1)},
+                   "after_1_min": round(rss[min(60, len(rss) - 1)], 1),
+                   "each_minute": [round(v, 1) for v in rss[::60]]},
     }
 
 
