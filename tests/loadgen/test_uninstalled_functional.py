@@ -38,8 +38,8 @@ def test_a_run_from_an_uninstalled_tree_writes_its_result(tmp_path: Path) -> Non
     packages = _site_without_loadgen(tmp_path / "site")
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{packages}"}
     probe = subprocess.run(  # -S: no site-packages, so only what PYTHONPATH names
-        [sys.executable, "-S", "-c", "import importlib.metadata as m, loadgen; "
-         "print(loadgen.__file__); m.version('loadgen')"],
+        [sys.executable, "-S", "-c", ("import importlib.metadata as m, loadgen; "
+         "print(loadgen.__file__); m.version('loadgen')")],
         cwd=tree, capture_output=True, text=True, env=env, timeout=60, check=False)
     assert probe.stdout.startswith(str(tree)) and "PackageNotFoundError" in probe.stderr
     out = tmp_path / "run"
