@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadgen.adapters.safetext import safe_tree
 from loadgen.errors import ResultError
 from loadgen.judge.energy import EnergyFigures
 from loadgen.judge.stats import RunStats
@@ -155,8 +156,8 @@ def read_result(path: Path) -> RunResult:
     if path.is_dir():
         path = path / RESULT_FILE
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        doc = safe_tree(json.loads(path.read_text()))  # a file from outside: no lone surrogates
+    except (OSError, ValueError) as exc:
         raise ResultError(f"{path}: cannot read result: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema_version") not in _READABLE:
         raise ResultError(f"{path}: not a loadgen result of schema version "
