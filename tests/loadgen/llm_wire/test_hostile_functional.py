@@ -61,8 +61,11 @@ def _failure(sink: Collected) -> tuple[str, str, Any]:
     return kind, detail, stream
 
 
+HELLO = Prompt("hello", 1, 4)
+
+
 def _run(steps: list[Any], scheme: str = "openai", options: str = "",
-         prompt: Prompt = Prompt("hello", 1, 4)) -> Collected:
+         prompt: Prompt = HELLO) -> Collected:
     async def go() -> Collected:
         async with scripted([steps]) as server:
             sink, _ = await run_streams(_sut(scheme, server.port, options), prompt=prompt)
