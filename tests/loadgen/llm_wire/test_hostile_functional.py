@@ -8,6 +8,7 @@ import asyncio
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 
 from loadgen.adapters.llmstream import StreamingSut
@@ -168,3 +169,32 @@ def test_text_that_is_not_unicode_is_a_protocol_error_on_every_path(learned: int
     kind, _, partial = _failure(_run(_with_bad_text(learned, text)))
     assert kind == "protocol_error"
     assert (partial is None) == (learned == 0)
+
+
+# -- 12, non-streamed: the OIP http:// adapter expects JSON ---------------------------------------
+
+
+def test_an_oip_inference_answered_by_a_web_page_is_a_protocol_error() -> None:
+    metadata = json.dumps({"name": "m", "inputs": [{"name": "x", "datatype": "FP32",
+                                                    "shape": [-1, 4]}],
+                           "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 1]}]})
+    ok = [b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]
+    meta = [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(metadata), metadata.encode())]
+
+    async def go() -> Collected:
+        async with scripted([ok, ok, meta, _answer("text/html", "length")]) as server:
+            sut = make_sut(f"http://127.0.0.1:{server.port}/m?connections=1")
+            sink = Collected()
+            await sut.start(sink, None)  # type: ignore[arg-type]
+            try:
+                sut.issue(0, np.array([0]))
+                await asyncio.wait_for(sink.finished.wait(), 10)
+            finally:
+                await sut.stop()
+        return sink
+
+    sink = asyncio.run(asyncio.wait_for(go(), 30))
+    assert not sink.queries and 0 not in sink.streams
+    _, kind, detail, _ = sink.failures[0]
+    assert kind == "protocol_error" and detail is not None and "Welcome to nginx" in detail
