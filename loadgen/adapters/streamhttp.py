@@ -267,7 +267,7 @@ class StreamConnection(asyncio.Protocol):
             pool._next(self)
         elif transport is not None:
             transport.close()
-        tag.finish(now, framed)  # type: ignore[union-attr]
+        tag.finish(now, framed)
 
     def abort(self, kind: str, now_ns: int, detail: str | None = None) -> None:
         """Fail the request in flight (if any) with `kind` and drop the connection."""

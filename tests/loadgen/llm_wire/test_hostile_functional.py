@@ -102,7 +102,9 @@ def test_an_event_stream_without_a_single_event_is_a_protocol_error(scheme: str)
 
 def test_a_true_event_stream_with_parameters_in_its_content_type_still_streams() -> None:
     steps = sse_response([chat_chunk(" a"), chat_chunk(" b")])
-    steps[0] = steps[0].replace(b"text/event-stream", b"Text/Event-Stream; charset=utf-8")
+    first = steps[0]
+    assert isinstance(first, bytes)
+    steps[0] = first.replace(b"text/event-stream", b"Text/Event-Stream; charset=utf-8")
     sink = _run(steps)
     assert sink.streams[0][1].chunk_tokens == [1, 1]
 
@@ -178,8 +180,8 @@ def test_an_oip_inference_answered_by_a_web_page_is_a_protocol_error() -> None:
     metadata = json.dumps({"name": "m", "inputs": [{"name": "x", "datatype": "FP32",
                                                     "shape": [-1, 4]}],
                            "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 1]}]})
-    ok = [b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]
-    meta = [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+    ok: list[Any] = [b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]
+    meta: list[Any] = [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
             % (len(metadata), metadata.encode())]
 
     async def go() -> Collected:
