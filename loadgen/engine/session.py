@@ -137,7 +137,10 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
             trace = energy.stop()
         gc.unfreeze()
         if collector.log is not None:
-            collector.log.close()
+            try:
+                collector.log.close()
+            except Exception as exc:  # noqa: BLE001 - queries.csv is derived: lose not the run
+                print(f"loadgen: warning: the query log's CSV failed: {exc!r}", file=sys.stderr)
         for signum in INTERRUPTS:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signum)

@@ -11,6 +11,7 @@ import pytest
 
 from loadgen.cli.exits import EXIT_ERROR, EXIT_INVALID, EXIT_USAGE, EXIT_VALID
 from loadgen.cli.main import main
+from loadgen.record.querylog import QueryLog
 
 RAN = (EXIT_VALID, EXIT_INVALID)  # a loaded test host may miss the dev run's lag bound
 SHORT = ["--sut", "sim:service=const:100us", "--quiet", "--set", "preset='dev'",
@@ -73,3 +74,18 @@ def test_out_onto_another_run_is_refused_unless_force(
     assert not (out / "mlperf_log_summary.txt").exists()
     assert (out / "notes.md").read_text() == "mine\n"
     assert json.loads((out / "result.json").read_text())["settings"]["target_qps"] == 300
+
+
+def test_a_failing_query_log_csv_loses_not_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def broken(self: QueryLog) -> None:  # queries.bin written, then the CSV fails
+        self.flush()
+        self._file.close()
+        raise OSError("disk full")
+
+    monkeypatch.setattr(QueryLog, "close", broken)
+    out = tmp_path / "run"
+    assert _run(out) in RAN
+    assert "query log's CSV failed" in capsys.readouterr().err
+    assert (out / "result.json").exists() and (out / "queries.bin").stat().st_size > 0
