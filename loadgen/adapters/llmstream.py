@@ -59,10 +59,11 @@ EXCERPT = 160
 """Bytes of an answer that is not an event stream quoted in the failure's detail."""
 CAP_BYTES = (1 << 20, 8192)
 CAP_EVENTS = (1024, 4)
-CAP_SECONDS = (60, 1)
+CAP_SECONDS = (600, 1)
 """A stream's default caps, each (base, per token of the request's `max_tokens`): 1 MiB +
-8 KiB a token, 1,024 events + 4 a token, 60 s + 1 s a token (`max_stream_bytes`,
-`max_stream_events`, `max_stream_s` set them outright)."""
+8 KiB a token, 1,024 events + 4 a token, 600 s + 1 s a token (a loaded server may queue a
+request long before it streams); `max_stream_bytes`, `max_stream_events`, `max_stream_s`
+set them outright."""
 EVENT_STREAM = b"text/event-stream"
 REQUEST_CACHE = 4096
 """Serialised requests remembered, by sample index."""

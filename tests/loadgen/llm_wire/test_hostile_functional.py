@@ -143,7 +143,7 @@ def test_default_caps_grow_with_the_requests_max_tokens() -> None:
     sut = _sut("openai", 1)
     small, large = sut.caps(16), sut.caps(4096)
     assert all(a < b for a, b in zip(small, large, strict=True))
-    assert large[1] > 4096 and large[2] > 60  # room for every token, and time for them
+    assert large[1] > 4096 and large[2] > 600  # room for every token, and time for them
     assert _sut("openai", 1, "&max_stream_events=7&max_stream_bytes=9&max_stream_s=3") \
         .caps(4096) == (9, 7, 3)
 
