@@ -136,7 +136,7 @@ def test_a_stream_past_its_cap_ends_as_an_error_keeping_what_it_delivered(
 def test_a_stream_past_its_time_cap_ends_as_an_error() -> None:
     kind, detail, partial = _failure(_run(_endless(100, gap_s=0.05), options="&max_stream_s=1"))
     assert kind == "stream_cap" and "max_stream_s=1" in detail
-    assert partial is not None and 5 <= len(partial.chunk_ns) < 40
+    assert partial is not None and 0 < len(partial.chunk_ns) < 100  # cut short at ~1 s of 5
 
 
 def test_default_caps_grow_with_the_requests_max_tokens() -> None:
