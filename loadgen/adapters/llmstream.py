@@ -19,8 +19,19 @@ the rest of the body is read and dropped so the connection is kept), a close-del
 without the protocol's end marker or a connection lost mid-stream (`stream_cut`), a status
 other than 200 (`http_<status>` with the status line and the body's message as detail).
 
+Fail closed (`protocol_error`, the connection dropped where the body is still coming): a 200
+whose Content-Type is not `text/event-stream` (its type and first bytes named), a 200 event
+stream that ended without a single event, a chunk whose text is not valid Unicode (one rule
+on every path: `ChunkCounter` and the JSON decode both refuse it). A stream past one of its
+caps (`caps`: bytes, events, seconds from the send; options or scaled by `max_tokens`) ends
+as `stream_cap`, the cap named, what it delivered kept. `sent` stamps the request as it goes
+on the wire (after any wait for a connection): the stream's `sent_ns`.
+
 `StreamingSut` is the `SystemUnderTest` frame both `openai://` and `generate://` fill in: the
 options they share (`KEYS`), the pool, the prompts, and the request cache.
+
+Longer than 400 lines: the `Exchange` is the one state machine every read walks (the hot
+path), and splitting it would add an attribute hop per event.
 """
 
 from __future__ import annotations
@@ -338,7 +349,7 @@ class Exchange:
         self._failed(now_ns, "protocol_error", "a 200 answer that is not an event stream: "
                      f"Content-Type {(self.not_events or b'').decode('latin-1')!r}, body "
                      f"{self.error_body[:EXCERPT]!r}")
-        self._drop()
+        self._drop("protocol_error")
 
     def _capped(self, now_ns: int) -> None:
         """End a stream that passed one of its caps, keeping what it delivered."""
@@ -350,13 +361,13 @@ class Exchange:
             cap = f"max_stream_events={self.event_cap} (events read)"
         self._failed(now_ns, "stream_cap", f"the stream passed {cap}; what it delivered "
                      "is kept as a partial stream")
-        self._drop()
+        self._drop("stream_cap")
 
-    def _drop(self) -> None:
+    def _drop(self, kind: str) -> None:
         """Drop the connection of a stream still being read (its end is not waited for)."""
         connection = self.connection
         if connection is not None and connection.tag is self:
-            connection.abort("stream_cap", time.perf_counter_ns())
+            connection.abort(kind, time.perf_counter_ns())
 
     def _failed(self, now_ns: int, kind: str, detail: str | None) -> None:
         self.failed = True
