@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loadgen.adapters.base import SystemUnderTest
+from loadgen.adapters.safetext import safe_tree
 from loadgen.engine.runner import Progress, Runner
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
@@ -145,7 +146,8 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signum)
         await sut.stop()
-    return SessionOutcome(collector.tally(times), sut.describe(), _score(plan, sut, collector),
+    described = safe_tree(sut.describe())  # may hold text a server gave (metadata)
+    return SessionOutcome(collector.tally(times), described, _score(plan, sut, collector),
                           cpu_s, trace)
 
 
