@@ -100,12 +100,12 @@ def _run(args: argparse.Namespace) -> int:
     plan = RunPlan.of(_settings(args))
     if args.pushgateway:
         check_pushgateway(args.pushgateway)
-    if args.force and args.replay is not None and args.out is not None \
-            and args.out.resolve() == args.replay.resolve():
-        raise SettingsError([(f"--force would remove {args.replay}'s schedule.bin before "
-                             "replaying it: give --out another directory")])
-    claim_run_dir(args.out or LATEST, args.force or args.out is None)
-    args.out = args.out or LATEST
+    out = args.out or LATEST
+    if args.replay is not None and out.resolve() == args.replay.resolve():
+        raise SettingsError([(f"--replay {args.replay}: the new run would replace the one it "
+                             "replays; give --out another directory")])
+    claim_run_dir(out, args.force or args.out is None)
+    args.out = out
     warnings = [w for w in (headroom_warning(plan, args.sut),
                             workers_warning(plan.settings, args.sut)) if w]
     for warning in warnings:

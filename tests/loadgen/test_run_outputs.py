@@ -13,6 +13,7 @@ from loadgen.cli.exits import EXIT_ERROR, EXIT_INVALID, EXIT_USAGE, EXIT_VALID
 from loadgen.cli.main import main
 from loadgen.record.querylog import QueryLog
 
+ROOT = Path(__file__).resolve().parents[2]
 RAN = (EXIT_VALID, EXIT_INVALID)  # a loaded test host may miss the dev run's lag bound
 SHORT = ["--sut", "sim:service=const:100us", "--quiet", "--set", "preset='dev'",
          "--set", "min_duration_s=0.2", "--set", "min_query_count=50", "--set", "target_qps=400"]
@@ -89,3 +90,17 @@ def test_a_failing_query_log_csv_loses_not_the_run(
     assert _run(out) in RAN
     assert "query log's CSV failed" in capsys.readouterr().err
     assert (out / "result.json").exists() and (out / "queries.bin").stat().st_size > 0
+
+
+def test_a_replay_never_replaces_the_run_it_replays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # the default --out, runs/latest, lands here
+    main(["run", str(ROOT / "scenarios/server.toml"), *SHORT])
+    latest = tmp_path / "runs/latest"
+    schedule = (latest / "schedule.bin").read_bytes()
+    for extra in ([], ["--out", str(latest), "--force"]):
+        assert main(["run", "--replay", str(latest), "--sut", "null", "--quiet",
+                     *extra]) == EXIT_USAGE
+        assert "replays" in capsys.readouterr().err
+    assert (latest / "schedule.bin").read_bytes() == schedule
