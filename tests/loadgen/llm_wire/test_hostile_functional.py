@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,7 @@ from tests.loadgen.llm_wire.scripted import (
     scripted,
     sse_response,
 )
+from tests.served import ROOT, port_server
 
 pytestmark = pytest.mark.functional
 
@@ -200,3 +204,24 @@ def test_an_oip_inference_answered_by_a_web_page_is_a_protocol_error() -> None:
     assert not sink.queries and 0 not in sink.streams
     _, kind, detail, _ = sink.failures[0]
     assert kind == "protocol_error" and detail is not None and "Welcome to nginx" in detail
+
+
+# -- 12, end to end: a run against a welcome page -----------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["openai", "generate"])
+@pytest.mark.parametrize("close", [False, True], ids=["content-length", "close-delimited"])
+def test_a_run_against_a_welcome_page_is_invalid_with_protocol_errors(
+        scheme: str, close: bool, tmp_path: Path) -> None:
+    flags = ["--close"] if close else []
+    with port_server("tests.loadgen.llm_wire.welcome_server", *flags) as port:
+        p = subprocess.run(
+            [sys.executable, "-m", "loadgen", "run", "scenarios/llm_server.toml", "--sut",
+             f"{scheme}://127.0.0.1:{port}/m?max_in_flight=4", "--out", str(tmp_path / "run"),
+             "--quiet", "--set", "preset='dev'", "--set", "target_qps=20", "--set",
+             "min_duration_s=0.5", "--set", "warmup_s=0", "--set", "min_query_count=5"],
+            cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 1, p.stderr
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert set(result["errors_by_kind"]) == {"protocol_error"}
+    assert "text/html" in result["errors_detail"]["protocol_error"]["messages"][0]
