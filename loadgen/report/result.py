@@ -146,7 +146,10 @@ def write_result(out_dir: Path, result: RunResult) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / RESULT_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
+    with open(tmp, "w") as out:  # on disk before it takes the name (a crash, a power cut)
+        out.write(json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
     os.replace(tmp, path)
     return path
 
