@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from loadgen.engine.processes import WORKERS_DIR
+from loadgen.engine.workers.base import WORKERS_DIR
 from loadgen.errors import SettingsError
 from loadgen.plan.tracefile import SCHEDULE_FILE
 from loadgen.record.querylog import BINARY_FILE, CSV_FILE, KINDS_FILE

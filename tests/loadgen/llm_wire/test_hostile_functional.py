@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from loadgen.adapters.llmstream import StreamingSut
 from loadgen.adapters.registry import make_sut
+from loadgen.adapters.streaming import StreamingSut
 from loadgen.adapters.tokens import Prompt
 from tests.loadgen.llm_wire.scripted import (
     CLOSE,

@@ -1,0 +1,110 @@
+"""Several load processes: exact merging, the one-issuer rule, and a --workers 2 run end to end."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from loadgen.adapters.null import NullSut
+from loadgen.api import run_async, run_loop, run_test
+from loadgen.engine.workers.processes import workers_warning
+from loadgen.errors import SettingsError, SutError
+from loadgen.plan.settings import load_settings
+from loadgen.plan.tracefile import read_schedule
+from loadgen.record.collect import Collector
+from loadgen.record.histograms import summary_ns
+from loadgen.record.querylog import read_binary
+from loadgen.record.tally import HISTOGRAMS, RunTimes, merge_tallies
+
+MS = 1_000_000
+TIMES = RunTimes(0, 0, 10_000 * MS, 10_000 * MS, False, 0)
+DEV = ["preset='dev'", "target_latency_ms=50", "min_duration_s=0.6", "min_query_count=100",
+       "target_qps=1500", "warmup_s=0.2", "max_issue_lag_ms=1000"]
+
+
+def _record(collector, ids, when, latency, service):
+    collector.started(0, 0)
+    for q in ids:
+        collector.issued_query(q, int(when[q]), int(when[q] + service[q]), 1, True)
+        if q % 97 == 0:
+            collector.failed(q, int(when[q] + latency[q]), "boom")
+        else:
+            collector.done(q, int(when[q] + latency[q]), components={"queue": int(service[q])})
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_merged_tallies_equal_the_same_queries_recorded_in_one_process(parts):
+    rng = np.random.default_rng(11)
+    n = 30_000
+    when = np.cumsum(rng.exponential(MS / 3, n)).astype(np.int64)  # 3000/s for 10 s
+    latency = rng.lognormal(np.log(2 * MS), 0.7, n).astype(np.int64)
+    service = rng.integers(1_000, 50_000, n)
+    one = Collector(3 * MS)
+    _record(one, range(n), when, latency, service)
+    shares = [Collector(3 * MS) for _ in range(parts)]
+    for i, c in enumerate(shares):
+        _record(c, range(i, n, parts), when, latency, service)
+    whole, merged = one.tally(TIMES), merge_tallies([c.tally(TIMES) for c in shares])
+    for name in HISTOGRAMS:  # exact: same layout, counts added
+        assert np.array_equal(np.ctypeslib.as_array(whole.histograms[name].counts),
+                              np.ctypeslib.as_array(merged.histograms[name].counts))
+        assert summary_ns(whole.histograms[name]) == summary_ns(merged.histograms[name])
+    assert summary_ns(whole.components["queue"]) == summary_ns(merged.components["queue"])
+    assert (merged.queries, merged.overlatency, merged.errors_by_kind) == (
+        whole.queries, whole.overlatency, whole.errors_by_kind)
+    assert [(b.queries, b.good, b.errors) for b in merged.windows.timeline] == [
+        (b.queries, b.good, b.errors) for b in whole.windows.timeline]
+
+
+def test_one_issuer_scenarios_refuse_several_workers():
+    for extra, word in [("scenario='SingleStream'", "SingleStream need a single issuer"),
+                        ("scenario='MultiStream'", "MultiStream need a single issuer"),
+                        ("arrival='closed'", "closed-loop arrivals need a single issuer"),
+                        ("scenario='Offline'", "Offline and accuracy runs")]:
+        with pytest.raises(SettingsError) as err:
+            load_settings(None, ["target_latency_ms=5", "workers=2", extra])
+        assert any(p.startswith("workers: ") and word in p for p in err.value.problems), extra
+    s = load_settings(None, [*DEV, "workers=2"])
+    with pytest.raises(SettingsError, match="need a SUT spec"):
+        run_loop(run_async(s, NullSut()))
+
+
+def test_builtin_and_too_many_workers_warn(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    s = load_settings(None, [*DEV, "workers=3"])
+    assert "3 separate models" in workers_warning(s, "builtin:mlp")
+    assert workers_warning(s, "null") is None
+    assert workers_warning(dataclasses.replace(s, workers=1), "builtin:mlp") is None
+    assert "use at most 7" in workers_warning(dataclasses.replace(s, workers=8), "null")
+
+
+def test_two_workers_on_the_null_sut_make_one_ordinary_result(tmp_path):
+    settings = load_settings(None, [*DEV, "workers=2"])
+    r = run_test(settings, "null", tmp_path / "two")
+    single = run_test(dataclasses.replace(settings, workers=1), NullSut(), tmp_path / "one")
+    keys, single_keys = set(r.to_dict()), set(single.to_dict())
+    assert keys - single_keys == {"workers", "distributed"} and single_keys <= keys
+    assert r.workers is not None and single.workers is None
+    assert r.workers["count"] == 2 and len(r.workers["per_worker"]) == 2
+    assert sum(w["queries"] for w in r.workers["per_worker"]) == r.stats.queries
+    assert all(w["cpu_s"] > 0 and 0 < w["cpu_share"] < 1.5 for w in r.workers["per_worker"])
+    assert r.stats.queries == single.stats.queries > 800  # the same plan, whoever issues it
+    assert r.stats.errors == 0 and r.stats.unfinished == 0
+    assert r.schedule["sha256"] == single.schedule["sha256"]
+    assert sum(w["queries"] for w in r.stats.timeline) == r.stats.queries
+    # the merged query log: global ids, every planned query issued at its planned offset
+    rows, kinds = read_binary(tmp_path / "two")
+    rows = rows[np.argsort(rows["query_id"])]
+    planned = read_schedule(tmp_path / "two" / "schedule.bin").offsets_ns
+    assert kinds == {"ok": 0}
+    assert np.array_equal(rows["query_id"], np.arange(planned.size))
+    assert np.array_equal(rows["scheduled_ns"], planned)
+    assert np.median(rows["sent_ns"] - rows["scheduled_ns"]) < 2 * MS
+    assert (tmp_path / "two" / "workers" / "1" / "queries.csv").exists()
+    assert "Load processes: 2" in (tmp_path / "two" / "summary.txt").read_text()
+
+
+def test_a_failing_worker_fails_the_run():
+    settings = load_settings(None, [*DEV, "workers=2"])
+    with pytest.raises(SutError, match=r"load process \d failed: .*bogus"):
+        run_test(settings, "sim:bogus=1")
