@@ -36,6 +36,7 @@ class ReasonCode(enum.StrEnum):
     TPOT_EARLY_STOPPING = "tpot_early_stopping"
     CLOCK_SKEW = "clock_skew"  # several workers: their start skew bound is too wide
     WORKER_LOST = "worker_lost"  # several workers: one was lost mid-run
+    NOTHING_MEASURED = "nothing_measured"  # no query completed in the measured window
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,20 @@ def not_interrupted(p: RunPlan, r: RunStats) -> Reason | None:
         return Reason(ReasonCode.INTERRUPTED, "the run was interrupted before it finished: "
                                               "its figures are partial; run it to the end")
     return None
+
+
+def something_measured(p: RunPlan, r: RunStats) -> Reason | None:
+    if r.queries or r.samples:
+        return None
+    if r.errors:
+        why = f"{r.errors} queries failed (see the errors)"
+    elif p.warmup_ns:
+        why = (f"every query was issued in the warm-up (warmup_s = {p.warmup_ns / 1e9:g} s): "
+               "run longer than the warm-up, or shorten it")
+    else:
+        why = "the SUT answered none in time"
+    return Reason(ReasonCode.NOTHING_MEASURED,
+                  f"nothing was measured: no query completed in the measured window; {why}")
 
 
 def min_duration(p: RunPlan, r: RunStats) -> Reason | None:
@@ -194,7 +209,7 @@ def token_latencies(p: RunPlan, r: RunStats) -> tuple[Reason, ...]:
     return tuple(out)
 
 
-RULES: tuple[Rule, ...] = (not_interrupted, min_duration, min_queries, no_errors, latency_slo,
+RULES: tuple[Rule, ...] = (not_interrupted, something_measured, min_duration, min_queries, no_errors, latency_slo,
                            issue_lag, accuracy)
 
 
@@ -204,6 +219,9 @@ def _warnings(p: RunPlan, r: RunStats) -> list[str]:
     if not s.compliant:
         out.append(f"preset {s.preset!r}: settings below MLPerf minimums, not a compliant "
                    "result; drop the preset for one")
+    if s.warmup_s and p.issue_mode is IssueMode.OFFLINE:
+        out.append(f"warmup_s = {s.warmup_s:g} ignored: Offline has no warm-up (as in MLPerf), "
+                   "its one query is the measurement")
     if s.warmup_s == 0 and p.issue_mode in (IssueMode.OPEN, IssueMode.CLOSED):
         out.append("no warm-up (warmup_s = 0): cold-start effects are inside the measurement; "
                    "set warmup_s (a few seconds) to leave them out")

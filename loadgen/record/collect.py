@@ -13,6 +13,7 @@ import collections
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from loadgen.adapters.safetext import safe_text
 from loadgen.adapters.tokens import TokenStream
 from loadgen.record.histograms import FLUSH_SLICE, Recorder
 from loadgen.record.querylog import QueryLog
@@ -115,6 +116,8 @@ class Collector:
         if entry is None:
             self.late += 1
             return
+        if stream.sent_ns is not None:
+            entry = _on_the_wire(entry, stream.sent_ns)
         if entry[3]:
             self._token_recorder().streamed(entry[0], entry[1], stream)
         self._completed(query_id, entry, done_ns, components, None, output)
@@ -124,7 +127,8 @@ class Collector:
         still ends with `done` or `failed`."""
         entry = self._inflight.get(query_id)
         if entry is not None and entry[3]:
-            self._token_recorder().streamed(entry[0], entry[1], stream)
+            sent = entry[1] if stream.sent_ns is None else max(entry[1], stream.sent_ns)
+            self._token_recorder().streamed(entry[0], sent, stream)
 
     def _completed(self, query_id: int, entry: tuple[int, int, int, bool], done_ns: int,
                    components: Mapping[str, int] | None, sample_done_ns: Sequence[int] | None,
@@ -165,6 +169,9 @@ class Collector:
         if entry is None:
             self.late += 1
             return
+        if stream is not None and stream.sent_ns is not None:
+            entry = _on_the_wire(entry, stream.sent_ns)
+        kind, detail = safe_text(kind), None if detail is None else safe_text(detail)
         self.finished += 1
         if entry[3] and (stream is not None or self.tokens is not None):
             self._token_recorder().failed(entry[0], entry[1], stream)
@@ -268,3 +275,10 @@ class Collector:
             message = detail[:DETAIL_CHARS]
             if len(kept) < MAX_DETAILS and message not in kept:
                 kept.append(message)
+
+
+def _on_the_wire(entry: tuple[int, int, int, bool], sent_ns: int) -> tuple[int, int, int, bool]:
+    """An in-flight entry whose send stamp is when its request went on the wire (it waited
+    for a free connection first): the wait stays in the from-schedule view only."""
+    scheduled_ns, issued_ns, samples, measured = entry
+    return scheduled_ns, max(issued_ns, sent_ns), samples, measured

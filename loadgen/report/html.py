@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from loadgen.adapters.safetext import safe_tree
 from loadgen.errors import ResultError
 from loadgen.record.histograms import decode
 from loadgen.report import charts, comparison
@@ -60,8 +61,8 @@ def load_kind(path: Path) -> tuple[str, Any]:
                        ("compare.json", "comparison")):
         if (root / name).is_file():
             try:
-                return kind, json.loads((root / name).read_text())
-            except (OSError, json.JSONDecodeError) as exc:
+                return kind, safe_tree(json.loads((root / name).read_text()))
+            except (OSError, ValueError) as exc:
                 raise ResultError(f"{root / name}: cannot read: {exc}") from None
     return "run", read_result(root)
 
@@ -123,8 +124,8 @@ def _sweep_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
 def _raw_result(root: Path) -> dict[str, Any]:
     """result.json as plain JSON (for fields newer than `RunResult`); {} when unreadable."""
     try:
-        doc = json.loads((root / RESULT_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+        doc = safe_tree(json.loads((root / RESULT_FILE).read_text()))
+    except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
 

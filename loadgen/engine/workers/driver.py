@@ -132,10 +132,12 @@ def _gather(tracks: list[_Track], poll_s: float, progress: Callable[[Progress], 
             if not t.finished:
                 t.worker.interrupt()
 
-    try:
-        previous = signal.signal(signal.SIGINT, interrupt)
-    except ValueError:  # not the main thread: Ctrl-C is someone else's business
-        previous = None
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGTERM as Ctrl-C
+        try:
+            previous[signum] = signal.signal(signum, interrupt)
+        except ValueError:  # not the main thread: Ctrl-C is someone else's business
+            break
     start = time.monotonic()
     for t in tracks:
         t.seen_s = start
@@ -156,8 +158,8 @@ def _gather(tracks: list[_Track], poll_s: float, progress: Callable[[Progress], 
                             [summed.elapsed_ns, summed.issued, summed.finished,
                              summed.in_flight, summed.errors])
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _take(t: _Track, now: float, start: float) -> bool:
