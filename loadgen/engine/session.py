@@ -39,8 +39,9 @@ __all__ = ["Gate", "SessionOutcome", "Share", "new_collector", "run_loop", "run_
 
 T = TypeVar("T")
 
-Gate = Callable[[dict[str, Any]], Awaitable[int]]
-"""Given the ready SUT's description, waits and returns the start time (perf_counter ns)."""
+Gate = Callable[[dict[str, Any], int | None], Awaitable[int]]
+"""Given the ready SUT's description and the first query's offset from the start (ns; None
+without a schedule), waits and returns the start time (perf_counter ns)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         gc.freeze()  # what is loaded now (models, arrays) is never scanned mid-run
         if log_dir is not None:
             collector.log = QueryLog(log_dir)
-        start_at = None if gate is None else await gate(sut.describe())
+        start_at = None if gate is None else await gate(sut.describe(), runner.first_offset_ns)
         if energy is not None:
             energy.start()
         cpu_s = time.process_time()

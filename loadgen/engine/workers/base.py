@@ -2,7 +2,7 @@
 
 A worker (one load process or one Ray actor) builds its SUT from the spec,
 reports `ready`, answers clock pings, waits to be released at its own
-deadline (on its own clock), streams `report`s as the run goes (cumulative:
+deadline (on its own clock), says `started` with its start slack, streams `report`s as the run goes (cumulative:
 the latest one stands for everything before it), a light `progress` between
 them (its counters and running glance, for live displays) and ends with `done`.
 """
@@ -16,13 +16,14 @@ from typing import Any, Protocol
 from loadgen.errors import LoadgenError
 from loadgen.plan.plan import RunPlan
 
-__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "Engine", "Message", "Placement",
+__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "STARTED", "Engine", "Message", "Placement",
            "Worker", "WorkerLost"]
 
-READY, REPORT, PROGRESS, DONE, ERROR = "ready", "report", "progress", "done", "error"
+READY, STARTED, REPORT, PROGRESS, DONE, ERROR = (
+    "ready", "started", "report", "progress", "done", "error")
 Message = tuple[str, Any]
-"""(kind, body): READY the SUT's description, REPORT, PROGRESS and DONE a `WorkerCore`
-dict, ERROR the failure's text."""
+"""(kind, body): READY the SUT's description, STARTED {"start_slack_ns"} once released,
+REPORT, PROGRESS and DONE a `WorkerCore` dict, ERROR the failure's text."""
 
 
 class WorkerLost(LoadgenError):
@@ -53,7 +54,9 @@ class Worker(Protocol):
         """Its clock now (`perf_counter_ns` over there): one ping."""
 
     def release(self, deadline_ns: int) -> None:
-        """Start its schedule at `deadline_ns` on its own clock."""
+        """Start its schedule at `deadline_ns` on its own clock; sent without waiting for
+        an answer, so every worker's release goes out at once (a failure shows later, in
+        `messages`)."""
 
     def messages(self) -> list[Message]:
         """What it sent since the last call, without waiting (raises WorkerLost)."""
@@ -66,10 +69,12 @@ class Engine(Protocol):
     """Starts workers somewhere and describes where."""
 
     name: str
-    poll_s: float  # how often the driver asks for messages
 
     def start(self, plan: RunPlan, spec: str, out_dir: Path | None) -> list[Worker]:
         """Start `plan.settings.workers` workers on the plan (each keeps its share)."""
+
+    def wait(self, timeout_s: float) -> None:
+        """Block until some worker has sent something, or `timeout_s` has passed."""
 
     def describe(self) -> dict[str, Any]:
         """For result.json's `distributed` block: engine, version, nodes."""
