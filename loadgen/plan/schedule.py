@@ -168,7 +168,15 @@ def describe_schedule(plan: RunPlan) -> dict[str, Any]:
         return {"arrival": "closed" if plan.issue_mode is IssueMode.CLOSED else "none"}
     return {"arrival": plan.settings.arrival, "process": describe_process(plan.arrival),
             "seed": plan.settings.schedule_rng_seed,
-            "loadgen_version": metadata.version("loadgen"), "numpy_version": np.__version__}
+            "loadgen_version": _loadgen_version(), "numpy_version": np.__version__}
+
+
+def _loadgen_version() -> str | None:
+    """The installed version (None when run from a source tree on PYTHONPATH only)."""
+    try:
+        return metadata.version("loadgen")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def save_schedule(plan: RunPlan, out_dir: Path) -> dict[str, Any]:
