@@ -20,13 +20,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling `scaling`
 
-from scaling import format_row, print_table, scaling_table  # noqa: E402
+from scaling import format_row, print_table, scaling_table
 
-from loadgen.adapters.null import NullSut  # noqa: E402
-from loadgen.api import run_async, run_loop, run_test  # noqa: E402
-from loadgen.engine.processes import LocalProcesses  # noqa: E402
-from loadgen.plan.settings import load_settings  # noqa: E402
-from loadgen.report.result import RunResult  # noqa: E402
+from loadgen.adapters.null import NullSut
+from loadgen.api import run_async, run_loop, run_test
+from loadgen.engine.processes import LocalProcesses
+from loadgen.plan.settings import load_settings
+from loadgen.report.result import RunResult
 
 LADDER = (12_500, 25_000, 50_000, 100_000, 150_000, 200_000, 250_000, 300_000, 400_000)
 SLO_MS = 1.0

@@ -4,7 +4,8 @@
 on the worker's thinned share, says READY through its gate, waits for its
 release, says STARTED with its start slack (how long before its first scheduled
 query it was released; below 0, it was late), and sends a REPORT every
-`REPORT_EVERY_NS` (the tally so far, cumulative, so a worker lost later leaves
+`REPORT_EVERY_NS` (what its tally gained since the last one, `record.deltas`: the
+cost of a report follows the interval, not the run; a worker lost later leaves
 everything up to its last report behind), a light PROGRESS at the other progress
 ticks (its counters and running `Glance`, for the live display; a few hundred
 bytes) and DONE at the end, with its own cost: CPU time, longest stall of its
@@ -25,13 +26,14 @@ from loadgen.engine.session import Share, run_session
 from loadgen.engine.workers.base import DONE, PROGRESS, READY, REPORT, STARTED
 from loadgen.plan.plan import RunPlan
 from loadgen.record.collect import Collector
+from loadgen.record.deltas import TallyDeltas
 from loadgen.record.glance import encode_glance
 from loadgen.record.tally import RunTimes
 
 __all__ = ["REPORT_EVERY_NS", "WorkerCore"]
 
 REPORT_EVERY_NS = 2_000_000_000
-"""A full report (the tally, histograms and windows) this often; progress ticks between."""
+"""A report (the tally's gain: histograms, counters, windows) this often; progress between."""
 
 Send = Callable[[str, Any], int]
 """Sends one message (kind, body); returns the bytes it took on the wire."""
@@ -53,6 +55,7 @@ class WorkerCore:
         self.longest_stall_ns = 0
         self._last_tick_ns: int | None = None  # elapsed time of the previous progress tick
         self._switches = 0  # involuntary context switches before the start
+        self._deltas = TallyDeltas()
         self._next_report_ns = REPORT_EVERY_NS  # elapsed time of the next full report
         self._interrupt: Callable[[], None] | None = None
 
@@ -83,7 +86,7 @@ class WorkerCore:
                                     started=started, gate=gate, interrupts=self._take_interrupt,
                                     release_gil=self.release_gil)
         assert self.collector is not None
-        self.send(DONE, {"tally": outcome.tally.encode(), "cpu_s": outcome.cpu_s,
+        self.send(DONE, {"tally": self._deltas.take(outcome.tally), "cpu_s": outcome.cpu_s,
                          "sut": outcome.sut,
                          "late_ns": self.late_ns, "issued": self.collector.issued,
                          "progress": _progress(self.collector, outcome.tally.times.end_ns
@@ -125,7 +128,8 @@ class WorkerCore:
         now = time.perf_counter_ns()
         t0 = now - p.elapsed_ns
         so_far = RunTimes(t0, t0 + self.plan.warmup_ns, now, now, False, 0)
-        self.send(REPORT, {**body, "tally": c.tally(so_far).encode(), "issued": c.issued,
+        self.send(REPORT, {**body, "tally": self._deltas.take(c.tally(so_far)),
+                           "issued": c.issued,
                            "late_ns": self.late_ns})
 
 

@@ -1,9 +1,13 @@
 """The driver: start the workers, set their clocks, release them, gather, merge.
 
-Each worker's clock offset is measured (`clock.measure_offset`) before the
-start; each is released at `T0 + its offset`, so all start together on the
-driver's clock within the offsets' errors. Reports stream in as the run goes
-(the latest one of each worker stands for all it did so far); a watchdog
+Everything slow starts first (monitors, the energy meter's idle reading);
+then each worker's clock offset is measured (`clock.measure_offset`), T0 set
+with a margin sized from what releasing costs, and every worker released at
+once, at `T0 + its offset`, so all start together on the driver's clock within
+the offsets' errors. Reports stream in as the run goes, each what a worker's
+tally gained since its last (`record.deltas`), added in place into that worker's
+totals (and the live view's); the driver blocks on the engine between them
+(`Engine.wait`), never on a timer. A watchdog
 flags a worker silent for `SILENT_S` and gives it up after `LOST_AFTER_S`.
 A lost worker stays lost (no restarts, no rebalancing): the others finish,
 its last report is merged, and its unissued share is counted as missing.
@@ -43,6 +47,7 @@ from loadgen.engine.workers.live import LiveView
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size
+from loadgen.record.deltas import TallySum
 from loadgen.record.energy import EnergyMeter, EnergyTrace
 from loadgen.record.glance import Glance, decode_glance, merge_glances
 from loadgen.record.histograms import summary_ns
@@ -78,7 +83,8 @@ class _Track:
     seen_s: float = 0.0
     silent_s: float = 0.0  # the longest silence
     last: dict[str, Any] | None = None  # the latest REPORT or DONE body
-    tally: Tally | None = None  # its tally, decoded (on the worker's clock)
+    sum: TallySum = field(default_factory=TallySum)  # its reports added up
+    tally: Tally | None = None  # its reports' sum (on the worker's clock)
     done: bool = False
     lost: str | None = None  # why
     lost_at_s: float = 0.0
@@ -160,6 +166,7 @@ def _gather(tracks: list[_Track], engine: Engine, progress: Callable[[Progress],
         previous = signal.signal(signal.SIGINT, interrupt)
     except ValueError:  # not the main thread: Ctrl-C is someone else's business
         previous = None
+    live = TallySum() if view is not None else None
     start = time.monotonic()
     cpu = time.process_time()
     gap = 0.0  # the longest the driver spent away from its wait
@@ -169,7 +176,7 @@ def _gather(tracks: list[_Track], engine: Engine, progress: Callable[[Progress],
         while not all(t.finished for t in tracks):
             engine.wait(WAIT_S)
             now = time.monotonic()
-            news = [_take(t, now, start) for t in tracks if not t.finished]
+            news = [_take(t, now, start, live) for t in tracks if not t.finished]
             ps = [t.progress for t in tracks]
             issued, finished, in_flight, errors = (sum(p[k] for p in ps) for k in range(1, 5))
             glances = [t.glance for t in tracks if t.glance is not None]
@@ -177,9 +184,8 @@ def _gather(tracks: list[_Track], engine: Engine, progress: Callable[[Progress],
                               merge_glances(glances) if glances else None)
             if progress is not None:
                 progress(summed)
-            if view is not None and any(news):
-                view.update(merge_tallies([t.tally for t in tracks if t.tally is not None]),
-                            [summed.elapsed_ns, summed.issued, summed.finished,
+            if view is not None and live is not None and any(news):
+                view.update(live.tally(), [summed.elapsed_ns, summed.issued, summed.finished,
                              summed.in_flight, summed.errors])
             gap = max(gap, time.monotonic() - now)
     finally:
@@ -192,8 +198,9 @@ def _gather(tracks: list[_Track], engine: Engine, progress: Callable[[Progress],
             "largest_read_gap_ns": int(gap * 1e9), "cpus": cores}
 
 
-def _take(t: _Track, now: float, start: float) -> bool:
-    """One worker's new messages (True if any reported); the watchdog judges its silence."""
+def _take(t: _Track, now: float, start: float, live: TallySum | None) -> bool:
+    """One worker's new messages (True if any reported), its reports added to its sum (and
+    the live one); the watchdog judges its silence."""
     try:
         got = t.worker.messages()
     except WorkerLost as exc:
@@ -208,10 +215,13 @@ def _take(t: _Track, now: float, start: float) -> bool:
             if "glance" in body:
                 t.glance = decode_glance(body["glance"])
         if kind in (REPORT, DONE):
+            t.sum.add(body["tally"])
+            if live is not None:
+                live.add(body["tally"])
             t.last, reported = body, True
             t.done = kind == DONE
-    if reported and t.last is not None:
-        t.tally = Tally.decode(t.last["tally"])
+    if reported:
+        t.tally = t.sum.tally()
     if got:
         t.seen_s = now
     silent = now - t.seen_s
