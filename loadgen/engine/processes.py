@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
@@ -184,12 +185,13 @@ class LocalProcesses:
             self._procs.append(_Process(i, mine, proc))
         return list(self._procs)
 
-    def wait(self, timeout_s: float) -> None:
-        """Block until a process has sent something (or `timeout_s` passes)."""
-        if any(p.pending for p in self._procs):
+    def wait(self, workers: Sequence[Worker], timeout_s: float) -> None:
+        """Block until one of `workers` has sent something (or `timeout_s` passes)."""
+        mine = [p for p in self._procs if p in workers]
+        if any(p.pending for p in mine):
             return
         with contextlib.suppress(OSError):  # a closed pipe shows in `messages`
-            wait([p.conn for p in self._procs if not p.conn.closed], timeout_s)
+            wait([p.conn for p in mine if not p.conn.closed], timeout_s)
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "version": None, "nodes": 1}

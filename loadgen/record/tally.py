@@ -19,7 +19,8 @@ from loadgen.record.histograms import decode, encode, merge, new_histogram
 from loadgen.record.tokens import TokenTally
 from loadgen.record.windows import WindowCounts, merge_windows
 
-__all__ = ["COUNTERS", "HISTOGRAMS", "MAX_DETAILS", "Accuracy", "RunTimes", "Tally", "merge_tallies"]
+__all__ = ["COUNTERS", "HISTOGRAMS", "MAX_DETAILS", "Accuracy", "RunTimes", "Tally",
+           "merge_tallies"]
 
 MAX_DETAILS = 3
 """Distinct failure messages kept per error kind."""

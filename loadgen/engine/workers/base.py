@@ -2,13 +2,15 @@
 
 A worker (one load process or one Ray actor) builds its SUT from the spec,
 reports `ready`, answers clock pings, waits to be released at its own
-deadline (on its own clock), says `started` with its start slack, streams `report`s as the run goes (cumulative:
-the latest one stands for everything before it), a light `progress` between
-them (its counters and running glance, for live displays) and ends with `done`.
+deadline (on its own clock), says `started` with its start slack, streams
+`report`s as the run goes (each what its tally gained since the last one,
+`record.deltas`), a light `progress` between them (its counters and running
+glance, for live displays) and ends with `done` (the last gain, and its cost).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,8 +18,8 @@ from typing import Any, Protocol
 from loadgen.errors import LoadgenError
 from loadgen.plan.plan import RunPlan
 
-__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "STARTED", "Engine", "Message", "Placement",
-           "Worker", "WorkerLost"]
+__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "STARTED", "Engine", "Message",
+           "Placement", "Worker", "WorkerLost"]
 
 READY, STARTED, REPORT, PROGRESS, DONE, ERROR = (
     "ready", "started", "report", "progress", "done", "error")
@@ -73,8 +75,9 @@ class Engine(Protocol):
     def start(self, plan: RunPlan, spec: str, out_dir: Path | None) -> list[Worker]:
         """Start `plan.settings.workers` workers on the plan (each keeps its share)."""
 
-    def wait(self, timeout_s: float) -> None:
-        """Block until some worker has sent something, or `timeout_s` has passed."""
+    def wait(self, workers: Sequence[Worker], timeout_s: float) -> None:
+        """Block until one of `workers` (those still running) has sent something, or
+        `timeout_s` has passed."""
 
     def describe(self) -> dict[str, Any]:
         """For result.json's `distributed` block: engine, version, nodes."""

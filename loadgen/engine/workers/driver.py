@@ -174,7 +174,7 @@ def _gather(tracks: list[_Track], engine: Engine, progress: Callable[[Progress],
         t.seen_s = start
     try:
         while not all(t.finished for t in tracks):
-            engine.wait(WAIT_S)
+            engine.wait([t.worker for t in tracks if not t.finished], WAIT_S)
             now = time.monotonic()
             news = [_take(t, now, start, live) for t in tracks if not t.finished]
             ps = [t.progress for t in tracks]

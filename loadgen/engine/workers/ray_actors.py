@@ -33,6 +33,7 @@ import socket
 import tempfile
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -281,9 +282,10 @@ class RayEngine:
                          for i, a in enumerate(self._actors)]
         return list(self._workers)
 
-    def wait(self, timeout_s: float) -> None:
-        """Block until an actor's `reports` call has answered (or `timeout_s` passes)."""
-        refs = [w.pending() for w in self._workers]
+    def wait(self, workers: Sequence[Worker], timeout_s: float) -> None:
+        """Block until the `reports` call of one of `workers` has answered (or `timeout_s`
+        passes)."""
+        refs = [w.pending() for w in self._workers if w in workers]
         if refs:
             self._ray.wait(refs, num_returns=1, timeout=timeout_s)
 

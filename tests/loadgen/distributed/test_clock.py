@@ -89,7 +89,7 @@ class SkewedWorker:
 class SkewedEngine:
     name = "fake"
 
-    def wait(self, timeout_s):
+    def wait(self, workers, timeout_s):
         pass
 
     def __init__(self, offsets: list[int], drift_ns: int = 0) -> None:

@@ -127,7 +127,7 @@ class _Fake:
 class _FakeEngine:
     name = "fake"
 
-    def wait(self, timeout_s):
+    def wait(self, workers, timeout_s):
         pass
 
     def start(self, plan, spec, out_dir):

@@ -106,7 +106,7 @@ class ScriptedEngine:
     def start(self, plan, spec, out_dir):
         return [ScriptedWorker(i, plan, s, self.drift_ns) for i, s in enumerate(self.slacks_ns)]
 
-    def wait(self, timeout_s: float) -> None:
+    def wait(self, workers, timeout_s: float) -> None:
         pass
 
     def describe(self):
