@@ -57,6 +57,9 @@ def test_a_slow_idle_reading_leaves_every_worker_released_in_time_and_the_run_va
     assert 0 <= r.workers["driver"]["cpu_share"] < 1.5
     assert all(w["messages"] > 0 and w["sent_kib"] > 0 and w["longest_stall_ns"] is not None
                for w in per_worker)
+    harness = next(line for line in (tmp_path / "summary.txt").read_text().splitlines()
+                   if line.startswith("Harness"))
+    assert "#0 cpu" in harness and "#1 cpu" in harness and "driver cpu" in harness
 
 
 def test_the_margin_grows_with_the_cost_of_the_releases():
