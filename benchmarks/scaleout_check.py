@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling `scaling`
 
-from scaling import format_row, print_table, scaling_table
+from scaling import format_row, print_table, saturated_row, scaling_table
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_async, run_loop, run_test
@@ -33,12 +33,17 @@ SLO_MS = 1.0
 EFFICIENCY_MARK = 0.85
 
 
-def server_settings(qps: float, duration_s: float, workers: int) -> Any:
-    """A null-SUT Server run as `issue_capacity.py` probes it."""
+def server_settings(qps: float, duration_s: float, workers: int, cpus: str = "") -> Any:
+    """A null-SUT Server run as `issue_capacity.py` probes it (pinned to `cpus`)."""
     return load_settings(None, [
         "preset='dev'", f"target_qps={qps}", f"target_latency_ms={SLO_MS}",
         f"min_duration_s={duration_s}", "min_query_count=1000", "warmup_s=0.5",
-        "energy='off'", f"workers={workers}"])
+        "energy='off'", f"workers={workers}", f"worker_cpus={cpus!r}"])
+
+
+def pins(processes: int, pin: bool) -> str:
+    """With `--pin`: the driver on core 0, the processes on cores 1..N."""
+    return f"0-{processes}" if pin else ""
 
 
 def figures(r: RunResult) -> dict[str, Any]:
@@ -56,11 +61,12 @@ def figures(r: RunResult) -> dict[str, Any]:
             "skew_bound_us": (r.distributed or {}).get("skew_bound_ns", 0) / 1e3}
 
 
-def one_process_valid_rate(duration_s: float) -> tuple[float, list[dict[str, Any]]]:
+def one_process_valid_rate(duration_s: float, ladder: tuple[float, ...] = LADDER
+                           ) -> tuple[float, list[dict[str, Any]]]:
     """The highest ladder rate whose in-process Server run is VALID (climbing until the
     first INVALID one)."""
     best, probes = 0.0, []
-    for qps in LADDER:
+    for qps in ladder:
         r = run_loop(run_async(server_settings(qps, duration_s, 1), NullSut()))
         probes.append({"qps": qps, **figures(r)})
         print(f"  1 process {qps:>8} QPS  {'VALID' if r.valid else 'INVALID'} "
@@ -81,30 +87,38 @@ def main() -> None:
     parser.add_argument("--probe-s", type=float, default=1.5, help="seconds per ladder probe")
     parser.add_argument("--server-s", type=float, default=3.0, help="the 4-process run")
     parser.add_argument("--server-workers", type=int, default=4)
+    parser.add_argument("--pin", action="store_true",
+                        help="pin the driver to core 0 and the processes to cores 1..N")
+    parser.add_argument("--ladder", default=",".join(map(str, LADDER)),
+                        help="the rates (QPS) climbed for the one-process VALID rate")
     args = parser.parse_args()
     began = time.monotonic()
     counts = [int(x) for x in args.processes.split(",")]
     print("== scaling (null SUT, saturated)", flush=True)
     table = scaling_table(counts, args.per_process,
+                          row=lambda n: saturated_row(n, args.per_process,
+                                                      cpus=pins(n, args.pin)),
                           echo=lambda r: print("  " + format_row(r), flush=True))
     print_table(table)
     print(f"== one-process VALID Server rate (ladder, {args.probe_s} s probes, "
           f"SLO {SLO_MS} ms)", flush=True)
-    rate, probes = one_process_valid_rate(args.probe_s)
+    rate, probes = one_process_valid_rate(args.probe_s,
+                                          tuple(float(x) for x in args.ladder.split(",")))
     n = args.server_workers
     target = n * 0.8 * rate
     print(f"== {n} processes at {n} x 0.8 x {rate:.0f} = {target:.0f} QPS", flush=True)
     server: dict[str, Any] = {"one_process_valid_qps": rate, "ladder": probes,
                               "workers": n, "target_qps": target}
     if rate:
-        r = run_test(server_settings(target, args.server_s, n), "null", engine=LocalProcesses())
+        r = run_test(server_settings(target, args.server_s, n, pins(n, args.pin)), "null",
+                     engine=LocalProcesses())
         server["run"] = figures(r)
         print(f"  {'VALID' if r.valid else 'INVALID'} {server['run']['reasons']}; lag p99 "
               f"{server['run']['issue_lag_p99_us']:.0f} us; start slack "
               f"{server['run']['start_slack_ms']} ms; worker CPU {server['run']['cpu_share']}",
               flush=True)
     effs = [row["efficiency"] for row in table["rows"] if row["processes"] <= 8]
-    summary = {"scaling": table, "server": server, "seconds": round(time.monotonic() - began, 1),
+    summary = {"scaling": table, "server": server, "pinned": args.pin, "seconds": round(time.monotonic() - began, 1),
                "marks": {"efficiency_min_up_to_8": min(effs, default=None),
                          "efficiency_ok": bool(effs) and min(effs) >= EFFICIENCY_MARK,
                          "server_valid": bool(server.get("run", {}).get("valid"))}}
