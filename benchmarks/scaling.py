@@ -4,7 +4,9 @@ the harness itself cost (result.json `workers`) and the host it ran on.
 Each row is one run through the worker driver (clocks, release, reports), so every
 process count pays the same overheads: a schedule far faster than the processes (target
 1e8 QPS), `--per-process` queries for each process, issued back to back. Its rate is
-queries per second of wall time; efficiency = rate / (N x the one-process rate). Beside
+queries per second of wall time; efficiency = rate / (N x the one-process rate), and
+the rate per core the workers actually got (rate / their summed CPU share: on a shared
+host, what scaling would give with a core each). Beside
 it: each worker's CPU share (min and mean; a saturated worker should hold ~100% of a
 core), its longest loop stall, involuntary context switches, messages and KiB sent, the
 smallest start slack, and the driver's CPU share and largest gap between reads. Shared
@@ -72,6 +74,7 @@ def saturated_row(processes: int, per_process: int, spec: str = "null",
     driver = block.get("driver", {})
     return {
         "processes": processes, "qps": round(float(r.stats.qps_completed)),
+        "qps_per_core": round(r.stats.qps_completed / sum(shares)) if sum(shares) else None,
         "queries": r.stats.queries,
         "cpu_share_min": min(shares, default=0.0),
         "cpu_share_mean": round(sum(shares) / len(shares), 3) if shares else 0.0,
@@ -104,7 +107,7 @@ def scaling_table(counts: Sequence[int], per_process: int,
     return {"host": host_figures(), "per_process_queries": per_process, "rows": rows}
 
 
-HEADER = (f"{'procs':>5} {'QPS':>10} {'eff':>5} {'cpu min':>7} {'cpu avg':>7} "
+HEADER = (f"{'procs':>5} {'QPS':>10} {'eff':>5} {'QPS/core':>9} {'cpu min':>7} {'cpu avg':>7} "
           f"{'stall ms':>8} {'invcs':>6} {'msgs':>5} {'KiB':>7} {'slack ms':>8} "
           f"{'drv cpu':>7} {'gap ms':>6} {'lag p99 ms':>10}")
 
@@ -113,7 +116,9 @@ def format_row(r: dict[str, Any]) -> str:
     """One row of the table."""
     eff = "-" if r.get("efficiency") is None else f"{r['efficiency']:.2f}"
     drv = "-" if r["driver_cpu_share"] is None else f"{r['driver_cpu_share']:.0%}"
-    return (f"{r['processes']:>5} {r['qps']:>10.0f} {eff:>5} {r['cpu_share_min']:>7.0%} "
+    per_core = "-" if r.get("qps_per_core") is None else f"{r['qps_per_core']:.0f}"
+    return (f"{r['processes']:>5} {r['qps']:>10.0f} {eff:>5} {per_core:>9} "
+            f"{r['cpu_share_min']:>7.0%} "
             f"{r['cpu_share_mean']:>7.0%} {r['longest_stall_ms']:>8.1f} "
             f"{r['involuntary_switches']:>6} {r['messages']:>5} {r['sent_kib']:>7.1f} "
             f"{r['start_slack_min_ms']:>8.1f} {drv:>7} {r['driver_read_gap_ms']:>6.1f} "
