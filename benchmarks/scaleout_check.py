@@ -118,7 +118,8 @@ def main() -> None:
               f"{server['run']['start_slack_ms']} ms; worker CPU {server['run']['cpu_share']}",
               flush=True)
     effs = [row["efficiency"] for row in table["rows"] if row["processes"] <= 8]
-    summary = {"scaling": table, "server": server, "pinned": args.pin, "seconds": round(time.monotonic() - began, 1),
+    summary = {"scaling": table, "server": server, "pinned": args.pin,
+               "seconds": round(time.monotonic() - began, 1),
                "marks": {"efficiency_min_up_to_8": min(effs, default=None),
                          "efficiency_ok": bool(effs) and min(effs) >= EFFICIENCY_MARK,
                          "server_valid": bool(server.get("run", {}).get("valid"))}}
