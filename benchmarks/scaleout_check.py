@@ -4,7 +4,8 @@
 2. the one-process VALID Server rate on a fixed ladder of rates (null SUT, in process, as
    `issue_capacity.py` probes it), then a 4-process Server run at 4 x 0.8 x that rate;
 3. one JSON summary of both (`--out`), with the pass marks: efficiency >= 0.85 up to 8
-   processes, the 4-process run VALID.
+   processes, the 4-process run VALID (with the energy meter on, as on any GPU host: its
+   idle reading must not make the workers late).
 
     PYTHONPATH=. python benchmarks/scaleout_check.py --out runs/scaleout-check/scaleout.json
 """
@@ -33,12 +34,13 @@ SLO_MS = 1.0
 EFFICIENCY_MARK = 0.85
 
 
-def server_settings(qps: float, duration_s: float, workers: int, cpus: str = "") -> Any:
+def server_settings(qps: float, duration_s: float, workers: int, cpus: str = "",
+                    energy: str = "off") -> Any:
     """A null-SUT Server run as `issue_capacity.py` probes it (pinned to `cpus`)."""
     return load_settings(None, [
         "preset='dev'", f"target_qps={qps}", f"target_latency_ms={SLO_MS}",
         f"min_duration_s={duration_s}", "min_query_count=1000", "warmup_s=0.5",
-        "energy='off'", f"workers={workers}", f"worker_cpus={cpus!r}"])
+        f"energy={energy!r}", f"workers={workers}", f"worker_cpus={cpus!r}"])
 
 
 def pins(processes: int, pin: bool) -> str:
@@ -58,7 +60,8 @@ def figures(r: RunResult) -> dict[str, Any]:
                                for w in per],
             "cpu_share": [w["cpu_share"] for w in per],
             "driver_cpu_share": (r.workers or {}).get("driver", {}).get("cpu_share"),
-            "skew_bound_us": (r.distributed or {}).get("skew_bound_ns", 0) / 1e3}
+            "skew_bound_us": (r.distributed or {}).get("skew_bound_ns", 0) / 1e3,
+            "energy_measured": r.energy.measured if r.energy is not None else None}
 
 
 def one_process_valid_rate(duration_s: float, ladder: tuple[float, ...] = LADDER
@@ -110,8 +113,9 @@ def main() -> None:
     server: dict[str, Any] = {"one_process_valid_qps": rate, "ladder": probes,
                               "workers": n, "target_qps": target}
     if rate:
-        r = run_test(server_settings(target, args.server_s, n, pins(n, args.pin)), "null",
-                     engine=LocalProcesses())
+        # energy on: a readable meter (NVML, RAPL) takes its idle reading before the clocks
+        r = run_test(server_settings(target, args.server_s, n, pins(n, args.pin), "auto"),
+                     "null", engine=LocalProcesses())
         server["run"] = figures(r)
         print(f"  {'VALID' if r.valid else 'INVALID'} {server['run']['reasons']}; lag p99 "
               f"{server['run']['issue_lag_p99_us']:.0f} us; start slack "
