@@ -120,7 +120,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         n, queries, spec, make()))
                 doc["scaling"][f"{kind} {name}"] = table
                 print(f"{kind} {name}: raw issue rate")
-                print_table(table)
+                print_table(table, sut=f"{kind} SUT")
                 peaks = []
                 for workers in (1, 2):
                     label = f"{kind} {name} x{workers}"

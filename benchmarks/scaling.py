@@ -125,7 +125,7 @@ def format_row(r: dict[str, Any]) -> str:
             f"{r['issue_lag_p99_ms']:>10.3f}")
 
 
-def print_table(table: dict[str, Any], as_json: bool = False) -> None:
+def print_table(table: dict[str, Any], as_json: bool = False, sut: str = "null SUT") -> None:
     """The table as text (host line, header, rows), or as one JSON document."""
     if as_json:
         print(json.dumps(table, indent=1))
@@ -134,7 +134,7 @@ def print_table(table: dict[str, Any], as_json: bool = False) -> None:
     print(f"host: {h['physical_cores']} physical / {h['logical_cores']} logical cores "
           f"({h['usable_cores']} usable), load average "
           + " ".join(f"{x:.2f}" for x in h["load_average"])
-          + f"; {table['per_process_queries']} queries per process, null SUT, saturated")
+          + f"; {table['per_process_queries']} queries per process, {sut}, saturated")
     print(HEADER)
     for r in table["rows"]:
         print(format_row(r))
