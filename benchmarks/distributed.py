@@ -35,7 +35,7 @@ from scaling import print_table, process_counts, saturated_row, scaling_table
 
 from loadgen.api import run_test
 from loadgen.campaigns.calibrate import find_ceiling
-from loadgen.engine.processes import LocalProcesses
+from loadgen.engine.workers.processes import LocalProcesses
 from loadgen.engine.workers.ray_actors import RayEngine
 from loadgen.plan.settings import load_settings
 

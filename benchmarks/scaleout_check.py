@@ -25,7 +25,7 @@ from scaling import format_row, print_table, saturated_row, scaling_table
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_async, run_loop, run_test
-from loadgen.engine.processes import LocalProcesses
+from loadgen.engine.workers.processes import LocalProcesses
 from loadgen.plan.settings import load_settings
 from loadgen.report.result import RunResult
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.api import run_test
-from loadgen.engine.processes import LocalProcesses
+from loadgen.engine.workers.processes import LocalProcesses
 from loadgen.plan.settings import load_settings
 
 __all__ = ["host_figures", "print_table", "process_counts", "saturated_row", "scaling_table"]

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.engine.workers.driver import SILENT_S
 from loadgen.judge.verdict import Reason, ReasonCode
 from loadgen.plan.plan import RunPlan
 
-__all__ = ["MAX_DRIVER_CPU_SHARE", "MIN_WORKER_CPU_SHARE", "SKEW_WARN_NS", "cost_warnings",
-           "distributed_verdict", "skew_limit_ns"]
+__all__ = ["MAX_DRIVER_CPU_SHARE", "MIN_WORKER_CPU_SHARE", "SILENT_S", "SKEW_WARN_NS",
+           "cost_warnings", "distributed_verdict", "skew_limit_ns"]
 
 SKEW_WARN_NS = 1_000_000
+SILENT_S = 6.0  # three missed reports (one per progress tick, every 2 s)
 MIN_WORKER_CPU_SHARE = 0.9  # of a core, for a worker that was behind its schedule
 MAX_DRIVER_CPU_SHARE = 0.1  # of a core, for the driver gathering reports
 BEHIND_NS = 1_000_000  # a worker whose median issue lag is above this was saturated

@@ -18,8 +18,11 @@ from typing import Any, Protocol
 from loadgen.errors import LoadgenError
 from loadgen.plan.plan import RunPlan
 
-__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "STARTED", "Engine", "Message",
-           "Placement", "Worker", "WorkerLost"]
+__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "STARTED", "WORKERS_DIR", "Engine",
+           "Message", "Placement", "Worker", "WorkerLost"]
+
+WORKERS_DIR = "workers"
+"""Each worker's own files go to RUN_DIR/WORKERS_DIR/<i>/, whatever engine runs it."""
 
 READY, STARTED, REPORT, PROGRESS, DONE, ERROR = (
     "ready", "started", "report", "progress", "done", "error")

@@ -7,8 +7,8 @@ once, at `T0 + its offset`, so all start together on the driver's clock within
 the offsets' errors. Reports stream in as the run goes, each what a worker's
 tally gained since its last (`record.deltas`), added in place into that worker's
 totals (and the live view's); the driver blocks on the engine between them
-(`Engine.wait`), never on a timer. A watchdog
-flags a worker silent for `SILENT_S` and gives it up after `LOST_AFTER_S`.
+(`Engine.wait`), never on a timer. A watchdog keeps each worker's longest
+silence (the judge flags a long one) and gives it up after `LOST_AFTER_S`.
 A lost worker stays lost (no restarts, no rebalancing): the others finish,
 its last report is merged, and its unissued share is counted as missing.
 Between reports a worker sends light progress (counters and its running
@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome
 from loadgen.engine.workers.base import (
     DONE,
@@ -51,15 +50,15 @@ from loadgen.record.deltas import TallySum
 from loadgen.record.energy import EnergyMeter, EnergyTrace
 from loadgen.record.glance import Glance, decode_glance, merge_glances
 from loadgen.record.histograms import summary_ns
+from loadgen.record.progress import Progress
 from loadgen.record.tally import Tally, merge_tallies
 
-__all__ = ["LOST_AFTER_S", "MIN_START_MARGIN_NS", "READY_TIMEOUT_S", "SILENT_S", "Spread",
-           "run_workers", "start_margin_ns"]
+__all__ = ["LOST_AFTER_S", "MIN_START_MARGIN_NS", "READY_TIMEOUT_S", "Spread", "run_workers",
+           "start_margin_ns"]
 
 READY_TIMEOUT_S = 300.0  # a builtin SUT loads (and maybe trains) its model first
 MIN_START_MARGIN_NS = 50_000_000  # from the release to T0, beyond what releasing costs
 WAIT_S = 0.5  # the longest the driver blocks on its workers before its watchdog looks
-SILENT_S = 6.0  # three missed reports (one per progress tick, every 2 s)
 LOST_AFTER_S = 30.0  # a worker silent this long is given up (Ray may take 60 s to say)
 
 
