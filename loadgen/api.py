@@ -21,7 +21,7 @@ from loadgen.engine.workers.driver import run_workers
 from loadgen.engine.workers.live import LiveView
 from loadgen.engine.workers.processes import LocalProcesses, merge_logs
 from loadgen.errors import SettingsError
-from loadgen.judge.distributed import distributed_verdict
+from loadgen.judge.distributed import cost_warnings, distributed_verdict
 from loadgen.judge.energy import EnergyFigures, energy_figures, output_tokens_of
 from loadgen.judge.stats import RunStats, measured_window_ns, summarize
 from loadgen.judge.verdict import evaluate, headline
@@ -64,6 +64,8 @@ def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
     stats = summarize(plan, outcome.tally, outcome.accuracy)
     reasons, spread_warnings = ([], []) if distributed is None else distributed_verdict(
         plan, distributed)
+    if workers is not None:
+        spread_warnings += cost_warnings(workers)
     verdict = evaluate(plan, stats, (*warnings, *spread_warnings), tuple(reasons))
     return RunResult(settings=plan.settings, plan=plan.as_dict(), stats=stats, verdict=verdict,
                      headline=headline(plan, stats), sut=outcome.sut,

@@ -159,6 +159,14 @@ class Runner:
                 else self.collector.abandon(end)
         return RunTimes(t0, measure_start, issue_end, end, self._stop, unfinished)
 
+    @property
+    def first_offset_ns(self) -> int | None:
+        """The first planned query's offset from the start (None: nothing on a schedule)."""
+        for offsets, _ in self._ahead:
+            if offsets.size:
+                return int(offsets[0])
+        return None
+
     def plan_ahead(self) -> None:
         """Plan the open-loop schedule ahead, up to the limit (call before the clock starts)."""
         while self._ahead_queries < self._ahead_limit and self._plan_chunk():

@@ -46,8 +46,9 @@ INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 """Signals that stop a run as Ctrl-C does: it drains and writes a partial result; a second
 one stops the drain."""
 
-Gate = Callable[[dict[str, Any]], Awaitable[int]]
-"""Given the ready SUT's description, waits and returns the start time (perf_counter ns)."""
+Gate = Callable[[dict[str, Any], int | None], Awaitable[int]]
+"""Given the ready SUT's description and the first query's offset from the start (ns; None
+without a schedule), waits and returns the start time (perf_counter ns)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         gc.freeze()  # what is loaded now (models, arrays) is never scanned mid-run
         if log_dir is not None:
             collector.log = QueryLog(log_dir)
-        start_at = None if gate is None else await gate(sut.describe())
+        start_at = None if gate is None else await gate(sut.describe(), runner.first_offset_ns)
         if energy is not None:
             energy.start()
         cpu_s = time.process_time()

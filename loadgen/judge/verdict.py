@@ -35,6 +35,7 @@ class ReasonCode(enum.StrEnum):
     TTFT_EARLY_STOPPING = "ttft_early_stopping"
     TPOT_EARLY_STOPPING = "tpot_early_stopping"
     CLOCK_SKEW = "clock_skew"  # several workers: their start skew bound is too wide
+    START_LATE = "start_late"  # several workers: one was released after its first query
     WORKER_LOST = "worker_lost"  # several workers: one was lost mid-run
     NOTHING_MEASURED = "nothing_measured"  # no query completed in the measured window
 

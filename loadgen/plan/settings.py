@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.errors import SettingsError, suggest
+from loadgen.plan.cpus import parse_cpus
 from loadgen.plan.lengths import LengthDist, parse_length
 from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
 from loadgen.plan.turns import check_turns, parse_think_time, think_time_dict
@@ -90,6 +91,8 @@ class TestSettings:
     schedule_file: str = _f("", "replay a run's schedule.bin exactly instead of generating one")
     window_s: float = _f(1.0, "timeline window; widened so a run has at most 200")
     workers: int = _f(1, "load processes, each issuing a share of the schedule (open loop)")
+    worker_cpus: str = _f("", "pin the driver to the first of these cores (`0-3,8`) and each "
+                          "load process to one of the rest, in turn; '' = no pinning")
     concurrency: int = _f(1, "queries kept in flight by a closed loop")
     target_qps: float = _f(100.0, "Server: offered rate; Offline: expected samples/s")
     target_latency_ms: float = _f(0.0, "latency SLO in ms; 0 = none (required for Server)")
@@ -294,6 +297,11 @@ def _check_arrival(s: TestSettings, problems: list[str]) -> None:
     mode = issue_mode(s)
     if s.schedule_file and mode is not IssueMode.OPEN:
         problems.append("schedule_file: a saved schedule replays open-loop arrivals only")
+    if s.worker_cpus:
+        try:
+            parse_cpus(s.worker_cpus)
+        except ValueError as exc:
+            problems.append(f"worker_cpus: {exc}")
     if s.workers < 1:
         problems.append(f"workers: must be at least 1, got {s.workers!r}")
     elif s.workers > 1:

@@ -78,6 +78,7 @@ def render_summary(result: RunResult) -> str:
         lags = "  ".join(f"#{p['index']} {p['queries']}q lag p99 {p['issue_lag_ns']['p99'] / 1e6:.3f}"
                          for p in w["per_worker"])
         lines += ["", f"Load processes: {w['count']} ({w['split']}); {lags} ms"]
+        lines += [_harness_cost(w)]
     if result.distributed:
         d = result.distributed
         lost = "; ".join(f"LOST #{x['index']} on {x['host']} ({x['missing']} queries missing)"
@@ -95,6 +96,18 @@ def render_summary(result: RunResult) -> str:
         lines += ["", "Warnings:"] + [f"  - {w}" for w in v.warnings]
     lines.append(_RULE)
     return "\n".join(lines) + "\n"
+
+
+def _harness_cost(w: dict[str, Any]) -> str:
+    """What the load processes and the driver cost: CPU share and start slack of each."""
+    def slack(p: dict[str, Any]) -> str:
+        ns = p.get("start_slack_ns")
+        return "" if ns is None else f", slack {ns / 1e6:.1f} ms"
+
+    each = "  ".join(f"#{p['index']} cpu {p['cpu_share']:.0%}{slack(p)}" for p in w["per_worker"])
+    driver = w.get("driver")
+    return f"Harness   : {each}" + ("" if driver is None
+                                      else f"; driver cpu {driver['cpu_share']:.0%}")
 
 
 def _why_most_failed(r: RunStats) -> list[str]:
