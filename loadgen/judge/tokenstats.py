@@ -19,8 +19,8 @@ from loadgen.record.histograms import encode, percentile_ns, summary_ns
 from loadgen.record.tokens import TokenTally
 from loadgen.record.turns import TURN_METRICS
 
-__all__ = ["HISTOGRAM_KEYS", "Goodput", "TokenCounts", "TokenEarlyStopping", "TokenStats", "ViewedSummary",
-           "summarize_tokens"]
+__all__ = ["HISTOGRAM_KEYS", "Goodput", "TokenCounts", "TokenEarlyStopping", "TokenStats",
+           "ViewedSummary", "cache_block", "summarize_tokens"]
 
 HISTOGRAM_KEYS = ("ttft_ns", "tpot_ns", "itl_ns", "e2e_ns")
 _SUMMARY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "min", "max", "count")
@@ -66,6 +66,13 @@ class TokenCounts:
     output_per_s: float
     output_per_s_per_request: dict[str, float]  # per-request summary (tokens/s)
     discrepancy: dict[str, Any]  # client count vs the server's usage
+    cache: dict[str, Any] = dataclasses.field(default_factory=lambda: cache_block({}))
+    """Prefix-cache hits from `usage.prompt_tokens_details.cached_tokens`: `cached_tokens_total`,
+    `requests_reporting`, `prompt_tokens_reporting` and `hit_rate` {`requested` (None until
+    a workload sets one), `achieved` (cached / prompt tokens of the reporting requests; None
+    when none reported)}."""
+    reasoning: dict[str, int] = dataclasses.field(default_factory=dict)
+    """`reasoning_tokens_total` and `requests_reporting` (`completion_tokens_details`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """result.json's `tokens`."""
@@ -73,8 +80,21 @@ class TokenCounts:
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> TokenCounts:
-        """Read back `as_dict`."""
-        return cls(**{f.name: doc.get(f.name, 0) for f in dataclasses.fields(cls)})
+        """Read back `as_dict` (an older result without `cache` or `reasoning` reads as none
+        reported)."""
+        defaults: dict[str, Any] = {"cache": cache_block({}), "reasoning": {}}
+        return cls(**{f.name: doc.get(f.name, defaults.get(f.name, 0))
+                      for f in dataclasses.fields(cls)})
+
+
+def cache_block(c: dict[str, int], requested: float | None = None) -> dict[str, Any]:
+    """`tokens.cache` from the token counters (`cached_*`)."""
+    known, prompt = c.get("cached_known", 0), c.get("cached_input_total", 0)
+    return {"cached_tokens_total": c.get("cached_total", 0), "requests_reporting": known,
+            "prompt_tokens_reporting": prompt,
+            "hit_rate": {"requested": requested,
+                         "achieved": c.get("cached_total", 0) / prompt if known and prompt
+                         else None}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +215,10 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float) -> TokenSt
                      "server_total": c["server_total"], "mismatched": c["mismatched"],
                      "abs_diff_total": c["abs_diff_total"],
                      "relative": c["abs_diff_total"] / c["server_total"]
-                     if c["server_total"] else 0.0})
+                     if c["server_total"] else 0.0},
+        cache=cache_block(c),
+        reasoning={"reasoning_tokens_total": c["reasoning_total"],
+                   "requests_reporting": c["reasoning_known"]})
     attempted = c["streams"] + c["failed"]
     goodput = Goodput(plan.goodput_slos.as_dict(), c["good"], attempted,
                       c["good"] / attempted if attempted else 1.0, per_s(c["good"]),

@@ -49,6 +49,15 @@ def _count_lines(ts: TokenStats) -> list[str]:
     if d["compared"]:
         lines.append(f"            client vs server count: {d['compared']} compared, "
                      f"{d['mismatched']} differ, {100 * d['relative']:.2f}% apart in all")
+    cache, reasoning = t.cache, t.reasoning
+    if cache["requests_reporting"]:
+        achieved = cache["hit_rate"]["achieved"] or 0.0
+        lines.append(f"            prefix cache: {100 * achieved:.2f}% of prompt tokens cached "
+                     f"({cache['cached_tokens_total']} of {cache['prompt_tokens_reporting']}, "
+                     f"{cache['requests_reporting']} requests reporting)")
+    if reasoning.get("requests_reporting"):
+        lines.append(f"            reasoning: {reasoning['reasoning_tokens_total']} tokens "
+                     f"({reasoning['requests_reporting']} requests reporting)")
     return lines
 
 

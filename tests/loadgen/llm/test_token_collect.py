@@ -192,3 +192,27 @@ def test_token_gaps_of_mixed_chunks_one_stream_at_a_time() -> None:
     itl = _values(t, "itl_ns")
     assert (itl["count"], itl["min"], itl["max"], itl["mean"]) == (5, 0, 600, 180)
     assert _values(t, "stall_ns")["max"] == 600
+
+
+def test_cached_and_reasoning_tokens_total_over_the_requests_that_report_them() -> None:
+    c = Collector(slo_ns=10**9)
+    reports = [(100, 60, 5), (100, 20, None), (50, None, None)]  # prompt, cached, reasoning
+    for q, (prompt, cached, reasoning) in enumerate(reports):
+        stream = _stream([(50, 3)])
+        stream.input_tokens, stream.cached_tokens = prompt, cached
+        stream.reasoning_tokens = reasoning
+        c.issued_query(q, 0, 0, 1, True)
+        c.streamed(q, 100, stream)
+    plan = RunPlan.of(settings_from_mapping({"scenario": "Server", "target_latency_ms": 1.0}))
+    stats = summarize(plan, c.tally(TIMES))
+    assert stats.token_stats is not None
+    tokens = stats.token_stats.tokens
+    assert tokens.cache == {"cached_tokens_total": 80, "requests_reporting": 2,
+                            "prompt_tokens_reporting": 200,
+                            "hit_rate": {"requested": None, "achieved": 0.4}}
+    assert tokens.reasoning == {"reasoning_tokens_total": 5, "requests_reporting": 1}
+    assert RunStats.from_dict(stats.as_dict()).token_stats == stats.token_stats
+    doc = stats.as_dict()["tokens"]
+    del doc["cache"], doc["reasoning"]  # a result written before these blocks existed
+    old = type(tokens).from_dict(doc)
+    assert old.cache["hit_rate"]["achieved"] is None and old.reasoning == {}
