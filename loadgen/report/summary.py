@@ -8,6 +8,7 @@ from typing import Any
 from loadgen.judge.stats import LatencySummary, RunStats
 from loadgen.report.energy import energy_lines
 from loadgen.report.result import RunResult
+from loadgen.report.serversummary import server_lines
 from loadgen.report.tokensummary import token_lines
 
 __all__ = ["SUMMARY_FILE", "render_summary", "write_summary"]
@@ -67,6 +68,7 @@ def render_summary(result: RunResult) -> str:
     lines += _latency_block("Latency from send", r.service_latency_ns)
     lines += _latency_block("Issue lag", r.issue_lag_ns)
     lines += token_lines(result)
+    lines += server_lines(result)
     if r.components_ns:
         lines += ["", "Components (p50 / p99 ms, share of mean end-to-end):"]
         for name, c in r.components_ns.items():
