@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.judge import early_stopping
+from loadgen.judge.adjusted import adjusted_percentiles, error_adjusted
 from loadgen.plan.plan import RunPlan
 from loadgen.record.histograms import encode, percentile_ns, summary_ns
 from loadgen.record.tokens import TokenTally
@@ -24,6 +25,7 @@ __all__ = ["HISTOGRAM_KEYS", "Goodput", "TokenCounts", "TokenEarlyStopping", "To
 
 HISTOGRAM_KEYS = ("ttft_ns", "tpot_ns", "itl_ns", "e2e_ns")
 _SUMMARY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "min", "max", "count")
+_ADJUSTED = "_error_adjusted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +34,16 @@ class ViewedSummary:
 
     summary: dict[str, int]
     from_send: dict[str, int] | None = None
+    error_adjusted: dict[str, int | None] | None = None
+    """TTFT, TTFO, E2E and TPOT: p50, p90, p99 (and the SLO's percentile) with failed and
+    unfinished requests counted as infinite (None) or at the timeout (`judge.adjusted`)."""
 
     def as_dict(self) -> dict[str, Any]:
-        """p50 p90 p95 p99 p999 mean min max count, plus `from_send` where it applies."""
+        """p50 p90 p95 p99 p999 mean min max count, `p99_error_adjusted` and the like where
+        computed, plus `from_send` where it applies."""
         out: dict[str, Any] = dict(self.summary)
+        for key, value in (self.error_adjusted or {}).items():
+            out[f"{key}{_ADJUSTED}"] = value
         if self.from_send is not None:
             out["from_send"] = dict(self.from_send)
         return out
@@ -44,8 +52,11 @@ class ViewedSummary:
     def from_dict(cls, doc: dict[str, Any]) -> ViewedSummary:
         """Read back `as_dict`."""
         send = doc.get("from_send")
+        adjusted = {k.removesuffix(_ADJUSTED): v for k, v in doc.items()
+                    if k.endswith(_ADJUSTED)}
         return cls({k: int(doc.get(k, 0)) for k in _SUMMARY_KEYS},
-                   None if send is None else {k: int(send.get(k, 0)) for k in _SUMMARY_KEYS})
+                   None if send is None else {k: int(send.get(k, 0)) for k in _SUMMARY_KEYS},
+                   adjusted or None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,12 +206,32 @@ class TokenStats:
                    dict(doc.get("token_histograms", {})), dict(doc.get("turns", {})))
 
 
-def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float) -> TokenStats:
-    """Reduce a token tally to the figures of record."""
+def _failed_for(key: str, c: dict[str, int], unfinished: int) -> int | None:
+    """Requests missing from one latency's histogram because they failed or never ended (a
+    part-way failure has its TTFT); None for the latencies not adjusted (per token)."""
+    if key in ("ttft_ns", "ttfo_ns"):
+        return c["failed"] - c["partial"] + unfinished
+    if key in ("e2e_ns", "tpot_ns"):
+        return c["failed"] + unfinished
+    return None
+
+
+def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float,
+                     unfinished: int = 0) -> TokenStats:
+    """Reduce a token tally to the figures of record (`unfinished`: queries still running
+    at the end, counted in the error-adjusted tails)."""
     h, c = t.histograms, t.counters
     per_s = (lambda n: n / duration_s) if duration_s > 0 else (lambda n: 0.0)
+    percentiles = adjusted_percentiles(plan.settings.target_latency_percentile)
+    cap = plan.query_timeout_ns or None
+
+    def adjusted(key: str, main: str) -> dict[str, int | None] | None:
+        failed = _failed_for(key, c, unfinished)
+        return None if failed is None else error_adjusted(h[main], failed, percentiles, cap)
+
     latencies = {key: ViewedSummary(summary_ns(h[main]),
-                                    None if send is None else summary_ns(h[send]))
+                                    None if send is None else summary_ns(h[send]),
+                                    adjusted(key, main))
                  for key, (main, send) in _LATENCIES.items()}
     rate = summary_ns(h["output_mtok_per_s"])
     compared = c["compared"]

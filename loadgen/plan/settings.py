@@ -140,6 +140,8 @@ class TestSettings:
                      "over the run; `off`: none")
     energy_sample_hz: float = _f(10.0, "energy readings per second, in (0, 1000]")
     energy_idle_s: float = _f(1.0, "idle baseline sampled before the run; 0 = none")
+    judge_error_adjusted: bool = _f(False, "also judge the SLO percentile with failed and "
+                                    "unfinished queries counted as infinitely slow")
     server_metrics: str = _f("off", "scrape the server's Prometheus metrics over the run: "
                              "`off`, `auto` (the endpoint's /metrics) or a URL")
     server_metrics_interval_s: float = _f(1.0, "seconds between scrapes of server_metrics")

@@ -31,8 +31,15 @@ def _row(name: str, v: ViewedSummary) -> str:
 def _latency_lines(ts: TokenStats) -> list[str]:
     lines = ["", ("Token latencies (ms, from schedule)     p50       p90       p99      mean"
                  "       max")]
-    lines += [_row(name, ts.latencies[key]) for name, key in _ROWS
-              if ts.latencies[key].summary["count"]]
+    for name, key in _ROWS:
+        v = ts.latencies[key]
+        if v.summary["count"]:
+            lines.append(_row(name, v))
+            if v.error_adjusted and v.error_adjusted != {k: v.summary[k]
+                                                         for k in v.error_adjusted}:
+                cells = "  ".join(f"{k} {'inf' if x is None else f'{x / 1e6:.3f}'}"
+                                  for k, x in v.error_adjusted.items())
+                lines.append(f"    error-adjusted (failed as infinite): {cells}")
     return lines
 
 
