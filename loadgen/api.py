@@ -32,6 +32,7 @@ from loadgen.plan.schedule import describe_schedule, save_schedule
 from loadgen.plan.settings import TestSettings
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, open_meter
+from loadgen.record.memory import in_process_memory, remote_memory
 from loadgen.record.scrape import ScrapeTrace, ServerScraper
 from loadgen.report.environment import environment
 from loadgen.report.result import RunResult, write_result
@@ -61,9 +62,11 @@ class EnergyWatcher(Protocol):
 def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
           workers: dict[str, object] | None = None,
           distributed: dict[str, Any] | None = None,
-          server: ScrapeTrace | str | None = None) -> RunResult:
+          server: ScrapeTrace | str | None = None,
+          memory: dict[str, Any] | None = None) -> RunResult:
     """Summarize and judge a session's outcome: the run's result. `server` is the scraped
-    `/metrics` (or why none was scraped; None with `server_metrics = "off"`)."""
+    `/metrics` (or why none was scraped; None with `server_metrics = "off"`); `memory`, an
+    in-process SUT's (else the server's gauges give it)."""
     stats = summarize(plan, outcome.tally, outcome.accuracy)
     reasons, spread_warnings = ([], []) if distributed is None else distributed_verdict(
         plan, distributed)
@@ -75,7 +78,10 @@ def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
                      headline=headline(plan, stats), sut=outcome.sut,
                      environment=environment(), schedule=describe_schedule(plan),
                      workers=workers, distributed=distributed,
-                     energy=_energy(plan, outcome, stats), server_metrics=figures)
+                     energy=_energy(plan, outcome, stats), server_metrics=figures,
+                     sut_memory=memory or remote_memory(
+                         None if figures is None or figures.source is None
+                         else figures.deltas))
 
 
 def _server_metrics(plan: RunPlan, outcome: SessionOutcome,
@@ -166,7 +172,9 @@ async def _run_here(plan: RunPlan, sut: SystemUnderTest,
         if meter is not None:
             meter.close()
         scraped = _stop_scraper(scraper)
-    result = judge(plan, outcome, warnings, server=scraped)
+    in_process = getattr(sut, "shares_gil", False)  # a torch SUT in this very process
+    result = judge(plan, outcome, warnings, server=scraped,
+                   memory=in_process_memory() if in_process else None)
     for monitor in monitors:
         monitor.stop(result)
     return result

@@ -20,7 +20,8 @@ Schema (version 2), every latency in integer nanoseconds:
     server_metrics{source, interval_s, scrapes, failed_scrapes, errors[], servers[],
         window_s, series{name: [[t_s, value]]}, deltas{prefix_cache_hit_rate, preemptions,
         kv_cache_usage_max, ...}, histograms{name: {count, mean_ns, p50_ns, ...}}, raw,
-        reason} when `server_metrics` is not off (see `judge.servermetrics`)
+        reason} when `server_metrics` is not off (see `judge.servermetrics`);
+    sut_memory{where, host_rss_peak_bytes, gpu_memory_peak_bytes, source} (`record.memory`)
 
 Version 1 lacked `plan`, `reason_codes` and `target_latency_at_ns`; it still reads
 (the codes are recovered from the reasons' prose, which version 1 wrote the same way).
@@ -70,6 +71,7 @@ class RunResult:
     energy: EnergyFigures | None = None  # None: a result written before energy was measured
     distributed: dict[str, Any] | None = None
     server_metrics: ServerMetrics | None = None  # None: not asked (`server_metrics = "off"`)
+    sut_memory: dict[str, Any] | None = None  # peak host RSS and GPU memory (`record.memory`)
 
     @property
     def valid(self) -> bool:
@@ -109,6 +111,8 @@ class RunResult:
             doc["distributed"] = self.distributed
         if self.server_metrics is not None:
             doc["server_metrics"] = self.server_metrics.as_dict()
+        if self.sut_memory is not None:
+            doc["sut_memory"] = self.sut_memory
         return doc
 
     @classmethod
@@ -131,6 +135,7 @@ class RunResult:
             distributed=doc.get("distributed"),
             server_metrics=ServerMetrics.from_dict(doc["server_metrics"])
             if isinstance(doc.get("server_metrics"), dict) else None,
+            sut_memory=doc.get("sut_memory"),
         )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from loadgen.judge.servermetrics import ServerMetrics
 from loadgen.report.result import RunResult
 
-__all__ = ["server_lines"]
+__all__ = ["memory_lines", "server_lines"]
 
 _COUNTS = (("preemptions", "preemptions"), ("prompt_tokens", "prompt tokens"),
            ("generation_tokens", "generated tokens"), ("requests_succeeded", "requests"))
@@ -38,15 +38,29 @@ def _delta_lines(m: ServerMetrics) -> list[str]:
     return lines
 
 
+def _mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / 2**20:.1f} MiB"
+
+
+def memory_lines(result: RunResult) -> list[str]:
+    """The SUT's peak memory, where it was measured."""
+    mem = result.sut_memory
+    if not mem or (mem.get("host_rss_peak_bytes") is None
+                   and mem.get("gpu_memory_peak_bytes") is None):
+        return []
+    return [f"Memory    : SUT peak host RSS {_mib(mem['host_rss_peak_bytes'])}, GPU "
+            f"{_mib(mem['gpu_memory_peak_bytes'])} ({mem['where']})"]
+
+
 def server_lines(result: RunResult) -> list[str]:
-    """The server section of the summary (none when not asked)."""
+    """The server section of the summary (none when not asked), and the SUT's memory."""
     m = result.server_metrics
     if m is None:
-        return []
+        return memory_lines(result)
     if m.source is None or not m.scrapes:
         why = m.reason or (m.errors[0] if m.errors else "no scrape succeeded")
-        return ["", f"Server    : no metrics ({why})"]
+        return ["", f"Server    : no metrics ({why})", *memory_lines(result)]
     servers = "/".join(m.servers) or "unrecognised names"
     head = (f"Server    : {m.source} ({servers}), {m.scrapes} scrapes every "
             f"{m.interval_s:g} s" + (f", {m.failed_scrapes} failed" if m.failed_scrapes else ""))
-    return ["", head, *_delta_lines(m)]
+    return ["", head, *_delta_lines(m), *memory_lines(result)]
