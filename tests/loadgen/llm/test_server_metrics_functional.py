@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from loadgen.api import run_test
+from loadgen.judge.verdict import evaluate
+from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.report.result import read_result
 
@@ -117,12 +119,15 @@ def test_tgi_style_names_give_the_mapped_deltas(tmp_path: Path, metrics_server: 
 
 
 def test_a_dead_metrics_endpoint_leaves_the_verdict_with_a_warning(tmp_path: Path) -> None:
-    without = run_test(settings_from_mapping(SERVER), SPEC)
-    doc = _run(tmp_path, "http://127.0.0.1:9/metrics")  # discard: nothing listens
-    assert doc["valid"] == without.valid and doc["reason_codes"] == [
-        str(r.code) for r in without.verdict.reasons]
+    settings = settings_from_mapping(SERVER | {"server_metrics": "http://127.0.0.1:9/metrics",
+                                               "server_metrics_interval_s": 0.1})
+    result = run_test(settings, SPEC, out_dir=tmp_path)  # port 9 (discard): nothing listens
+    alone = evaluate(RunPlan.of(settings), result.stats)  # the same figures, no server view
+    assert (result.valid, result.verdict.reasons) == (alone.valid, alone.reasons)
+    (warning,) = set(result.verdict.warnings) - set(alone.warnings)
+    assert warning.startswith("server_metrics: http://127.0.0.1:9/metrics could not be scraped")
+    doc = json.loads((tmp_path / "result.json").read_text())
     m = doc["server_metrics"]
     assert m["scrapes"] == 0 and m["failed_scrapes"] > 0 and m["errors"]
-    assert any(w.startswith("server_metrics: http://127.0.0.1:9/metrics could not be scraped")
-               for w in doc["warnings"])
+    assert warning in doc["warnings"]
     assert "Server    : no metrics" in (tmp_path / "summary.txt").read_text()
