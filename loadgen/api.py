@@ -9,6 +9,7 @@ with an output directory, written.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
@@ -33,6 +34,7 @@ from loadgen.plan.settings import TestSettings
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, open_meter
 from loadgen.record.memory import in_process_memory, remote_memory
+from loadgen.record.provenance import probe_endpoint
 from loadgen.record.scrape import ScrapeTrace, ServerScraper
 from loadgen.report.environment import environment
 from loadgen.report.result import RunResult, write_result
@@ -63,10 +65,12 @@ def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
           workers: dict[str, object] | None = None,
           distributed: dict[str, Any] | None = None,
           server: ScrapeTrace | str | None = None,
-          memory: dict[str, Any] | None = None) -> RunResult:
+          memory: dict[str, Any] | None = None,
+          endpoint: dict[str, Any] | None = None) -> RunResult:
     """Summarize and judge a session's outcome: the run's result. `server` is the scraped
     `/metrics` (or why none was scraped; None with `server_metrics = "off"`); `memory`, an
-    in-process SUT's (else the server's gauges give it)."""
+    in-process SUT's (else the server's gauges give it); `endpoint`, what the endpoint said
+    of itself before the run."""
     stats = summarize(plan, outcome.tally, outcome.accuracy)
     reasons, spread_warnings = ([], []) if distributed is None else distributed_verdict(
         plan, distributed)
@@ -81,7 +85,8 @@ def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
                      energy=_energy(plan, outcome, stats), server_metrics=figures,
                      sut_memory=memory or remote_memory(
                          None if figures is None or figures.source is None
-                         else figures.deltas))
+                         else figures.deltas),
+                     endpoint=endpoint)
 
 
 def _server_metrics(plan: RunPlan, outcome: SessionOutcome,
@@ -110,6 +115,12 @@ def _scraper(plan: RunPlan, sut: object) -> ServerScraper | str | None:
             return "server_metrics = auto: the SUT is not an HTTP endpoint; give a URL"
         url = f"{base}/metrics"
     return ServerScraper(url, s.server_metrics_interval_s)
+
+
+def _probe(plan: RunPlan, sut: object) -> dict[str, Any] | None:
+    """With `endpoint_probe`, what an HTTP SUT says of itself and its baseline round trip."""
+    base = http_base(sut) if plan.settings.endpoint_probe else None
+    return None if base is None else probe_endpoint(base)
 
 
 def _stop_scraper(scraper: ServerScraper | str | None) -> ScrapeTrace | str | None:
@@ -155,6 +166,7 @@ async def _run_here(plan: RunPlan, sut: SystemUnderTest,
                     log_dir: Path | None, warnings: Sequence[str]) -> RunResult:
     """One plan run in this process, monitors told."""
     meter = _meter(plan)
+    endpoint = await asyncio.to_thread(_probe, plan, sut)
     scraper = _scraper(plan, sut)
 
     def started(collector: Collector) -> None:
@@ -174,7 +186,7 @@ async def _run_here(plan: RunPlan, sut: SystemUnderTest,
         scraped = _stop_scraper(scraper)
     in_process = getattr(sut, "shares_gil", False)  # a torch SUT in this very process
     result = judge(plan, outcome, warnings, server=scraped,
-                   memory=in_process_memory() if in_process else None)
+                   memory=in_process_memory() if in_process else None, endpoint=endpoint)
     for monitor in monitors:
         monitor.stop(result)
     return result
@@ -211,6 +223,7 @@ def run_test(settings: TestSettings | RunPlan, sut: SystemUnderTest | str,
                 if meter is not None and isinstance(monitor, EnergyWatcher):
                     monitor.watch_energy(meter)
 
+        endpoint = _probe(plan, sut)
         scraper = _scraper(plan, sut)
         if isinstance(scraper, ServerScraper):
             scraper.start()
@@ -224,7 +237,7 @@ def run_test(settings: TestSettings | RunPlan, sut: SystemUnderTest | str,
         if out_dir is not None and (out_dir / WORKERS_DIR).is_dir():
             merge_logs(out_dir, settings.workers)
         result = judge(plan, spread.outcome, warnings, spread.workers, spread.distributed,
-                       scraped)
+                       scraped, endpoint=endpoint)
         for monitor in monitors:
             monitor.stop(result)
     else:

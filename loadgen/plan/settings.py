@@ -142,6 +142,8 @@ class TestSettings:
     energy_idle_s: float = _f(1.0, "idle baseline sampled before the run; 0 = none")
     judge_error_adjusted: bool = _f(False, "also judge the SLO percentile with failed and "
                                     "unfinished queries counted as infinitely slow")
+    endpoint_probe: bool = _f(False, "before the run, ask an HTTP endpoint what it is "
+                              "(/v1/models, /version, /v2) and time a few health round trips")
     server_metrics: str = _f("off", "scrape the server's Prometheus metrics over the run: "
                              "`off`, `auto` (the endpoint's /metrics) or a URL")
     server_metrics_interval_s: float = _f(1.0, "seconds between scrapes of server_metrics")

@@ -21,7 +21,8 @@ Schema (version 2), every latency in integer nanoseconds:
         window_s, series{name: [[t_s, value]]}, deltas{prefix_cache_hit_rate, preemptions,
         kv_cache_usage_max, ...}, histograms{name: {count, mean_ns, p50_ns, ...}}, raw,
         reason} when `server_metrics` is not off (see `judge.servermetrics`);
-    sut_memory{where, host_rss_peak_bytes, gpu_memory_peak_bytes, source} (`record.memory`)
+    sut_memory{where, host_rss_peak_bytes, gpu_memory_peak_bytes, source} (`record.memory`);
+    endpoint{base, identity, gpu, baseline_rtt} with `endpoint_probe` (`record.provenance`)
 
 Version 1 lacked `plan`, `reason_codes` and `target_latency_at_ns`; it still reads
 (the codes are recovered from the reasons' prose, which version 1 wrote the same way).
@@ -72,6 +73,7 @@ class RunResult:
     distributed: dict[str, Any] | None = None
     server_metrics: ServerMetrics | None = None  # None: not asked (`server_metrics = "off"`)
     sut_memory: dict[str, Any] | None = None  # peak host RSS and GPU memory (`record.memory`)
+    endpoint: dict[str, Any] | None = None  # what the endpoint said of itself, its round trip
 
     @property
     def valid(self) -> bool:
@@ -113,6 +115,8 @@ class RunResult:
             doc["server_metrics"] = self.server_metrics.as_dict()
         if self.sut_memory is not None:
             doc["sut_memory"] = self.sut_memory
+        if self.endpoint is not None:
+            doc["endpoint"] = self.endpoint
         return doc
 
     @classmethod
@@ -136,6 +140,7 @@ class RunResult:
             server_metrics=ServerMetrics.from_dict(doc["server_metrics"])
             if isinstance(doc.get("server_metrics"), dict) else None,
             sut_memory=doc.get("sut_memory"),
+            endpoint=doc.get("endpoint"),
         )
 
 

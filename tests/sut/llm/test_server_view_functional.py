@@ -22,7 +22,7 @@ SERVER = {"scenario": "Server", "preset": "dev", "min_duration_s": 2.0, "target_
           "tpot_latency_ms": 1000.0, "tokenizer": "bytes", "input_tokens": 96,
           "prefix_tokens": 64, "prefix_groups": 2, "output_tokens": 4, "fixed_output": True,
           "target_latency_percentile": 90.0, "max_issue_lag_ms": 200.0,
-          "server_metrics": "auto", "server_metrics_interval_s": 0.2}
+          "server_metrics": "auto", "server_metrics_interval_s": 0.2, "endpoint_probe": True}
 
 
 def test_scraped_hit_rate_agrees_with_the_usage_cached_tokens(tmp_path: Path) -> None:
@@ -44,3 +44,8 @@ def test_scraped_hit_rate_agrees_with_the_usage_cached_tokens(tmp_path: Path) ->
     assert len(m["series"]["requests_running"]) >= 3
     assert 0 < m["deltas"]["kv_cache_usage_max"] <= 1
     assert m["histograms"]["ttft"]["count"] > 0
+    endpoint = doc["endpoint"]  # what it said of itself, and its baseline round trip
+    assert endpoint["identity"]["models"] == ["tiny-llm"] and endpoint["gpu"] is None
+    rtt = endpoint["baseline_rtt"]
+    assert rtt["route"] == "/v2/health/live" and rtt["status"] == 200 and rtt["count"] == 5
+    assert 0 < rtt["min_ns"] <= rtt["median_ns"] <= rtt["max_ns"] < 2 * 10**9
