@@ -26,10 +26,11 @@ from typing import Any
 
 from loadgen.errors import ResultError
 from loadgen.record.histograms import decode
-from loadgen.report import charts, comparison
+from loadgen.report import charts, comparison, tables
 from loadgen.report.charts import Chart, LoadPoint
 from loadgen.report.energy import energy_html
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
+from loadgen.report.pareto import PARETO_FILE, pareto_chart, pareto_rows
 from loadgen.report.result import RESULT_FILE, RunResult, read_result
 from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
 from loadgen.report.turns import TURN_COLUMNS, turn_rows
@@ -299,6 +300,17 @@ def _verdict(kind: str, doc: Any) -> str:
     return f'<span class="verdict {word}">{word}</span> '
 
 
+def _pareto(kind: str, doc: Any, root: Path) -> list[Chart]:
+    """A token sweep's or find-peak's Pareto chart, its points written to pareto.csv."""
+    if kind not in ("sweep", "find-peak"):
+        return []
+    rows = pareto_rows(kind, doc, root)
+    if not rows:
+        return []
+    tables.write_csv(root / PARETO_FILE, rows)
+    return [pareto_chart(rows)]
+
+
 def build_report(path: Path) -> Path:
     """Write DIR/report.html for a run, sweep, find-peak or comparison directory; return
     its path."""
@@ -314,7 +326,7 @@ def build_report(path: Path) -> Path:
     body.append(above)
     body.append('<div class="plots">')
     figures = []
-    for i, chart in enumerate(_charts(kind, doc, root)):
+    for i, chart in enumerate([*_charts(kind, doc, root), *_pareto(kind, doc, root)]):
         body.append(f'<section><h2>{html.escape(chart.title)}</h2>'
                     f'<div class="chart" id="chart{i}"></div></section>')
         figures.append({"id": f"chart{i}", "data": chart.data, "layout": chart.layout})
