@@ -32,6 +32,7 @@ from loadgen.report.energy import energy_html
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
 from loadgen.report.pareto import PARETO_FILE, pareto_chart, pareto_rows
 from loadgen.report.result import RESULT_FILE, RunResult, read_result
+from loadgen.report.serverchart import server_chart
 from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
 from loadgen.report.turns import TURN_COLUMNS, turn_rows
 
@@ -168,6 +169,9 @@ def _run_charts(result: RunResult, root: Path) -> list[Chart]:
                 out.append(charts.spectrum_chart({label: h}, None, f"{label} by percentile"))
     if r.token_stats is not None and r.token_stats.turns:
         out.append(charts.turns_chart(turn_rows(r.token_stats.turns)))
+    server = result.server_metrics
+    if server is not None and (chart := server_chart(server.series, r.timeline)) is not None:
+        out.append(chart)
     if r.components_ns:
         out.append(charts.components_chart(r.components_ns))
     if r.batch_sizes:

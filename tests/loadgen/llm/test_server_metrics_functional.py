@@ -16,6 +16,7 @@ from loadgen.api import run_test
 from loadgen.judge.verdict import evaluate
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
+from loadgen.report.html import build_report
 from loadgen.report.result import read_result
 
 pytestmark = pytest.mark.functional
@@ -105,6 +106,8 @@ def test_sglang_style_names_give_the_mapped_deltas(tmp_path: Path, metrics_serve
     summary = (tmp_path / "summary.txt").read_text()
     assert "Server    : " in summary and "prefix-cache hit rate 40.00%" in summary
     assert read_result(tmp_path).server_metrics is not None
+    page = build_report(tmp_path).read_text()
+    assert "Server: requests and KV cache over time" in page
 
 
 @pytest.mark.parametrize("metrics_server", [_tgi], indirect=True)
