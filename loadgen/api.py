@@ -40,7 +40,8 @@ from loadgen.report.environment import environment
 from loadgen.report.result import RunResult, write_result
 from loadgen.report.summary import write_summary
 
-__all__ = ["EnergyWatcher", "Monitor", "judge", "run_async", "run_loop", "run_test", "save_run"]
+__all__ = ["EnergyWatcher", "Monitor", "ServerWatcher", "judge", "run_async", "run_loop",
+           "run_test", "save_run"]
 
 
 class Monitor(Protocol):
@@ -59,6 +60,14 @@ class EnergyWatcher(Protocol):
 
     def watch_energy(self, meter: EnergyMeter) -> None:
         """Called after `start`, when the run has an energy meter."""
+
+
+@runtime_checkable
+class ServerWatcher(Protocol):
+    """A monitor that also re-exports the server's scraped metrics live."""
+
+    def watch_server(self, scraper: ServerScraper) -> None:
+        """Called after `start`, when the run scrapes the server's /metrics."""
 
 
 def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
@@ -176,6 +185,8 @@ async def _run_here(plan: RunPlan, sut: SystemUnderTest,
             monitor.start(plan, sut, collector)
             if meter is not None and isinstance(monitor, EnergyWatcher):
                 monitor.watch_energy(meter)
+            if isinstance(scraper, ServerScraper) and isinstance(monitor, ServerWatcher):
+                monitor.watch_server(scraper)
 
     try:
         outcome = await run_session(plan, sut, progress=progress, log_dir=log_dir,
@@ -222,6 +233,8 @@ def run_test(settings: TestSettings | RunPlan, sut: SystemUnderTest | str,
                 monitor.start(plan, cast(SystemUnderTest, view), cast(Collector, view))
                 if meter is not None and isinstance(monitor, EnergyWatcher):
                     monitor.watch_energy(meter)
+                if isinstance(scraper, ServerScraper) and isinstance(monitor, ServerWatcher):
+                    monitor.watch_server(scraper)
 
         endpoint = _probe(plan, sut)
         scraper = _scraper(plan, sut)

@@ -27,7 +27,7 @@ from typing import Any
 from loadgen.judge.servernames import COUNTERS, GAUGES, HISTOGRAMS, Candidate, flavour_of
 from loadgen.record.scrape import Scrape, ScrapeTrace
 
-__all__ = ["ServerMetrics", "server_metrics", "server_warnings"]
+__all__ = ["ServerMetrics", "gauges_now", "server_metrics", "server_warnings"]
 
 _QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
@@ -218,6 +218,16 @@ def server_metrics(trace: ScrapeTrace, start_ns: int, end_ns: int, origin_ns: in
         window_s=[(a.t_ns - origin_ns) / 1e9, (b.t_ns - origin_ns) / 1e9],
         series=series, deltas=_required(deltas), histograms=histograms,
         raw=_raw(trace, a, b, window, origin_ns, used) if raw else None)
+
+
+def gauges_now(scrape: Scrape, types: dict[str, str]) -> dict[str, float]:
+    """One scrape's mapped gauges (`kv_cache_usage`, `requests_running`, ...), for live use."""
+    out: dict[str, float] = {}
+    for name, (candidates, how) in GAUGES.items():
+        c = _pick(candidates, types)
+        if c is not None and (value := _gauge(scrape, c, how)) is not None:
+            out[name] = value
+    return out
 
 
 def server_warnings(m: ServerMetrics) -> list[str]:

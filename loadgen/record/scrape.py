@@ -96,6 +96,11 @@ class ServerScraper:
         scrapes = self._scrapes
         return scrapes[-1] if scrapes else None
 
+    @property
+    def types(self) -> dict[str, str]:
+        """The family types seen so far (family -> counter, gauge, histogram, ...)."""
+        return dict(self._types)
+
     def scrape(self) -> None:
         """One scrape now, in this thread: kept, or counted as failed with its reason."""
         before = self._clock()

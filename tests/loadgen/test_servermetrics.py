@@ -152,3 +152,15 @@ def test_a_body_that_is_not_prometheus_text_fails_the_scrape() -> None:
     scraper.scrape()
     trace = scraper.stop()
     assert trace.failures == 1 and trace.errors[0].startswith("ValueError")
+
+
+def test_the_latest_scrape_is_re_exported_live() -> None:
+    from loadgen.live.server_metrics import server_gauges
+
+    scraper = ServerScraper("http://x/metrics", 1.0,
+                            fetch=lambda url, t: _vllm(1, 2, 0, 0.625, 3, (0, 0, 0)))
+    assert list(server_gauges(["run_id"], ["r"], scraper)) == []  # nothing scraped yet
+    scraper.scrape()
+    live = {f.name: f.samples[0].value for f in server_gauges(["run_id"], ["r"], scraper)}
+    assert live == {"loadgen_server_kv_cache_usage_ratio": 0.625,
+                    "loadgen_server_requests_running": 3}

@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
 from loadgen.api import run_test
 from loadgen.judge.verdict import evaluate
+from loadgen.live.prometheus import PrometheusExporter
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.report.html import build_report
@@ -108,6 +112,19 @@ def test_sglang_style_names_give_the_mapped_deltas(tmp_path: Path, metrics_serve
     assert read_result(tmp_path).server_metrics is not None
     page = build_report(tmp_path).read_text()
     assert "Server: requests and KV cache over time" in page
+
+
+@pytest.mark.parametrize("metrics_server", [_sglang], indirect=True)
+def test_the_servers_figures_are_re_exported_on_our_metrics(metrics_server: str) -> None:
+    exporter = PrometheusExporter(run_id="r1")
+    settings = settings_from_mapping(SERVER | {"server_metrics": metrics_server,
+                                               "server_metrics_interval_s": 0.1})
+    run_test(settings, SPEC, monitors=[exporter])
+    text = generate_latest(exporter.registry).decode()
+    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert values["loadgen_server_prefix_cache_hit_rate"] == pytest.approx(0.4)
+    assert values["loadgen_server_kv_cache_usage_max_ratio"] == 0.75
+    assert values["loadgen_server_preemptions"] > 0
 
 
 @pytest.mark.parametrize("metrics_server", [_tgi], indirect=True)
