@@ -230,6 +230,10 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
                    "samples_per_s": r.samples_per_s,
                    **{f"{k} (ms)": getattr(r.query_latency_ns, k) / 1e6
                       for k in ("p50", "p90", "p99", "p999", "mean")}}
+        adjusted = r.query_latency_ns.error_adjusted or {}
+        if r.errors or r.unfinished:  # the tail with failures counted in (None: infinite)
+            figures |= {f"{k} error-adjusted (ms)": "inf" if v is None else v / 1e6
+                        for k, v in adjusted.items()}
         parts = [_table([figures], list(figures))]
         tokens = token_rows(doc)
         if tokens:

@@ -11,7 +11,7 @@ from loadgen.report.result import RunResult
 __all__ = ["TOKEN_COLUMNS", "token_lines", "token_rows"]
 
 TOKEN_COLUMNS = ("metric", "n", "p50 (ms)", "p90 (ms)", "p99 (ms)", "mean (ms)", "max (ms)",
-                 "p99 from send (ms)")
+                 "p99 from send (ms)", "p99 error-adjusted (ms)")
 """The columns of `token_rows` (a row without a send view leaves the last empty)."""
 _ROWS = (("TTFT", "ttft_ns"), ("TTFO", "ttfo_ns"), ("E2E", "e2e_ns"), ("TPOT", "tpot_ns"),
          ("ITL", "itl_ns"), ("chunk gap", "chunk_gap_ns"), ("E2E/token", "normalized_latency_ns"),
@@ -128,5 +128,7 @@ def token_rows(result: RunResult) -> list[dict[str, object]]:
         row |= {f"{k} (ms)": v.summary[k] / 1e6 for k in ("p50", "p90", "p99", "mean", "max")}
         if v.from_send is not None:
             row["p99 from send (ms)"] = v.from_send["p99"] / 1e6
+        adjusted = (v.error_adjusted or {}).get("p99", v.summary["p99"])
+        row["p99 error-adjusted (ms)"] = "inf" if adjusted is None else adjusted / 1e6
         rows.append(row)
     return rows

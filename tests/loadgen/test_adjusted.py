@@ -72,3 +72,12 @@ def test_the_summary_shows_the_adjusted_tail_when_failures_move_it(tmp_path: Pat
     text = (tmp_path / "summary.txt").read_text()
     assert "error-adjusted (failed and unfinished as infinite): p50=" in text
     assert "p99=inf" in text
+
+
+def test_the_report_shows_the_adjusted_tail(tmp_path: Path) -> None:
+    from loadgen.report.html import build_report
+
+    run_test(settings_from_mapping(SETTINGS), "sim:service=const:1ms,error_rate=0.02,seed=3",
+             out_dir=tmp_path)
+    page = build_report(tmp_path).read_text()
+    assert "p99 error-adjusted (ms)</th>" in page and "<td>inf</td>" in page
