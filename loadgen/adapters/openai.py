@@ -135,9 +135,9 @@ class OpenAISut(StreamingSut):
             cached = _detail(usage, "prompt_tokens_details", "cached_tokens")
             if cached is not None:
                 stream.cached_tokens = cached
-            reasoning = _detail(usage, "completion_tokens_details", "reasoning_tokens")
-            if reasoning is not None:
-                stream.reasoning_tokens = reasoning
+            thought = _detail(usage, "completion_tokens_details", "reasoning_tokens")
+            if thought is not None:
+                stream.reasoning_tokens = thought
 
 
 def _detail(usage: dict[str, Any], block: str, key: str) -> int | None:

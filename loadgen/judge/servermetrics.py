@@ -236,9 +236,9 @@ def server_warnings(m: ServerMetrics) -> list[str]:
         return []
     why = f" ({m.errors[0]})" if m.errors else ""
     if not m.scrapes:
-        return [f"server_metrics: {m.source} could not be scraped{why}; no server figures, "
-                "the client's stand"]
+        return [(f"server_metrics: {m.source} could not be scraped{why}; no server figures, "
+                "the client's stand")]
     if m.failed_scrapes:
-        return [f"server_metrics: {m.failed_scrapes} of {m.scrapes + m.failed_scrapes} "
-                f"scrapes of {m.source} failed{why}"]
+        return [(f"server_metrics: {m.failed_scrapes} of {m.scrapes + m.failed_scrapes} "
+                f"scrapes of {m.source} failed{why}")]
     return []

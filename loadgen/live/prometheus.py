@@ -210,7 +210,7 @@ class PrometheusExporter:
         self._meter: EnergyMeter | None = None
         self._energy: EnergyFigures | None = None
         self._scraper: ServerScraper | None = None
-        self._server: ServerMetrics | None = None
+        self._server_figures: ServerMetrics | None = None
         self.run_id = ""
         self.registry.register(self)
 
@@ -265,7 +265,7 @@ class PrometheusExporter:
         self._start_s = time.perf_counter()
         self._last = self._final = None
         self._meter, self._energy = None, None
-        self._scraper, self._server = None, None
+        self._scraper, self._server_figures = None, None
         self._collector = collector
 
     def watch_energy(self, meter: EnergyMeter) -> None:
@@ -285,7 +285,7 @@ class PrometheusExporter:
         if result is not None:
             final = replace(final, achieved_qps=result.stats.qps_completed)
             self._energy = result.energy
-            self._server = result.server_metrics
+            self._server_figures = result.server_metrics
         self._final = final
         if self.pushgateway:
             try:
@@ -315,8 +315,8 @@ class PrometheusExporter:
             yield from energy_gauges(_LABELS, self._labels, self._energy)
         if self._scraper is not None:
             yield from server_gauges(_LABELS, self._labels, self._scraper)
-        if self._server is not None:
-            yield from server_run_gauges(_LABELS, self._labels, self._server)
+        if self._server_figures is not None:
+            yield from server_run_gauges(_LABELS, self._labels, self._server_figures)
 
     def _snapshot(self) -> _Snapshot | None:
         if self._final is not None or self._collector is None:

@@ -48,8 +48,8 @@ def memory_lines(result: RunResult) -> list[str]:
     if not mem or (mem.get("host_rss_peak_bytes") is None
                    and mem.get("gpu_memory_peak_bytes") is None):
         return []
-    return [f"Memory    : SUT peak host RSS {_mib(mem['host_rss_peak_bytes'])}, GPU "
-            f"{_mib(mem['gpu_memory_peak_bytes'])} ({mem['where']})"]
+    return [(f"Memory    : SUT peak host RSS {_mib(mem['host_rss_peak_bytes'])}, GPU "
+            f"{_mib(mem['gpu_memory_peak_bytes'])} ({mem['where']})")]
 
 
 def server_lines(result: RunResult) -> list[str]:

@@ -11,7 +11,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -63,7 +62,7 @@ def metrics_server(request: pytest.FixtureRequest) -> Iterator[str]:
     scrapes = [0]
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             scrapes[0] += 1
             body = render(scrapes[0]).encode()
             self.send_response(200)
