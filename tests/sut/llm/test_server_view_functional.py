@@ -20,7 +20,7 @@ pytestmark = pytest.mark.functional
 SERVER = {"scenario": "Server", "preset": "dev", "min_duration_s": 2.0, "target_qps": 8.0,
           "min_query_count": 12, "use_token_latencies": True, "ttft_latency_ms": 5000.0,
           "tpot_latency_ms": 1000.0, "tokenizer": "bytes", "input_tokens": 96,
-          "prefix_tokens": 64, "prefix_groups": 2, "output_tokens": 4, "fixed_output": True,
+          "prefix_tokens": 64, "prefix_groups": 2, "output_tokens": 16, "fixed_output": True,
           "target_latency_percentile": 90.0, "max_issue_lag_ms": 200.0,
           "server_metrics": "auto", "server_metrics_interval_s": 0.2, "endpoint_probe": True}
 
@@ -40,9 +40,11 @@ def test_scraped_hit_rate_agrees_with_the_usage_cached_tokens(tmp_path: Path) ->
     assert m["failed_scrapes"] == 0, m["errors"]
     scraped = m["deltas"]["prefix_cache_hit_rate"]
     assert achieved > 0.3 and scraped == pytest.approx(achieved, rel=0.01)
-    assert len(m["series"]["kv_cache_usage"]) >= 3
-    assert len(m["series"]["requests_running"]) >= 3
-    assert 0 < m["deltas"]["kv_cache_usage_max"] <= 1
+    usage, running = m["series"]["kv_cache_usage"], m["series"]["requests_running"]
+    assert len(usage) == len(running) >= 3 and [t for t, _ in usage] == [t for t, _ in running]
+    # point samples of gauges: whenever a scrape saw requests running, they held KV blocks
+    assert all(u > 0 for (_, u), (_, n) in zip(usage, running, strict=True) if n > 0)
+    assert 0 <= m["deltas"]["kv_cache_usage_max"] <= 1
     assert m["histograms"]["ttft"]["count"] > 0
     endpoint = doc["endpoint"]  # what it said of itself, and its baseline round trip
     assert endpoint["identity"]["models"] == ["tiny-llm"] and endpoint["gpu"] is None
