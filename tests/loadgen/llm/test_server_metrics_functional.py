@@ -126,6 +126,17 @@ def test_the_servers_figures_are_re_exported_on_our_metrics(metrics_server: str)
     assert values["loadgen_server_preemptions"] > 0
 
 
+@pytest.mark.parametrize("metrics_server", [_sglang], indirect=True)
+def test_the_driver_scrapes_a_run_over_load_workers(tmp_path: Path, metrics_server: str) -> None:
+    settings = settings_from_mapping(SERVER | {"workers": 2, "server_metrics": metrics_server,
+                                               "server_metrics_interval_s": 0.1})
+    result = run_test(settings, SPEC, out_dir=tmp_path)
+    m = result.server_metrics
+    assert m is not None and m.scrapes >= 5 and m.servers == ["sglang"]
+    assert m.deltas["prefix_cache_hit_rate"] == pytest.approx(0.4)
+    assert m.window_s[0] < m.window_s[1]
+
+
 @pytest.mark.parametrize("metrics_server", [_tgi], indirect=True)
 def test_tgi_style_names_give_the_mapped_deltas(tmp_path: Path, metrics_server: str) -> None:
     m = _run(tmp_path, metrics_server)["server_metrics"]
