@@ -16,12 +16,11 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.adapters.httpbase import http_base
-from loadgen.engine.processes import WORKERS_DIR, LocalProcesses, merge_logs
-from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome, run_loop, run_session
-from loadgen.engine.workers.base import Engine
+from loadgen.engine.workers.base import WORKERS_DIR, Engine
 from loadgen.engine.workers.driver import run_workers
 from loadgen.engine.workers.live import LiveView
+from loadgen.engine.workers.processes import LocalProcesses, merge_logs
 from loadgen.errors import SettingsError
 from loadgen.judge.distributed import distributed_verdict
 from loadgen.judge.energy import EnergyFigures, energy_figures, output_tokens_of
@@ -34,6 +33,7 @@ from loadgen.plan.settings import TestSettings
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, open_meter
 from loadgen.record.memory import in_process_memory, remote_memory
+from loadgen.record.progress import Progress
 from loadgen.record.provenance import probe_endpoint
 from loadgen.record.scrape import ScrapeTrace, ServerScraper
 from loadgen.report.environment import environment

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import urllib.parse
 
-from loadgen.adapters.remote import Endpoint
+from loadgen.adapters.wire.endpoint import Endpoint
 
 __all__ = ["HTTP_SCHEMES", "http_base"]
 
