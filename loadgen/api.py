@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.adapters.httpbase import http_base
+from loadgen.adapters.httpbase import http_auth, http_base
 from loadgen.engine.session import SessionOutcome, run_loop, run_session
 from loadgen.engine.workers.base import WORKERS_DIR, Engine
 from loadgen.engine.workers.driver import run_workers
@@ -117,19 +117,19 @@ def _scraper(plan: RunPlan, sut: object) -> ServerScraper | str | None:
     s = plan.settings
     if s.server_metrics == "off":
         return None
-    url = s.server_metrics
-    if url == "auto":
-        base = http_base(sut)
-        if base is None:
-            return "server_metrics = auto: the SUT is not an HTTP endpoint; give a URL"
-        url = f"{base}/metrics"
-    return ServerScraper(url, s.server_metrics_interval_s)
+    if s.server_metrics != "auto":  # a URL given: maybe another host, so no SUT credentials
+        return ServerScraper(s.server_metrics, s.server_metrics_interval_s)
+    base = http_base(sut)
+    if base is None:
+        return "server_metrics = auto: the SUT is not an HTTP endpoint; give a URL"
+    return ServerScraper(f"{base}/metrics", s.server_metrics_interval_s,
+                         headers=http_auth(sut))
 
 
 def _probe(plan: RunPlan, sut: object) -> dict[str, Any] | None:
     """With `endpoint_probe`, what an HTTP SUT says of itself and its baseline round trip."""
     base = http_base(sut) if plan.settings.endpoint_probe else None
-    return None if base is None else probe_endpoint(base)
+    return None if base is None else probe_endpoint(base, headers=http_auth(sut))
 
 
 def _stop_scraper(scraper: ServerScraper | str | None) -> ScrapeTrace | str | None:

@@ -1,7 +1,7 @@
 """The server-metrics scraper: a thread reading an endpoint's Prometheus `/metrics`, off the
 issue path.
 
-`ServerScraper(url, interval_s)` mirrors the energy meter: `start()` takes a first scrape in
+`ServerScraper(url, interval_s, headers=...)` mirrors the energy meter: `start()` takes a first scrape in
 the calling thread (so the span opens before the run's clock does) and starts the thread,
 which scrapes every `interval_s`; `stop()` takes a last scrape and returns the
 `ScrapeTrace`: every scrape stamped on the engine's clock (`perf_counter_ns`, halfway through
@@ -63,8 +63,8 @@ def parse_scrape(text: str) -> tuple[dict[Sample, float], dict[str, str]]:
     return values, types
 
 
-def _fetch(url: str, timeout_s: float) -> str:
-    request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+def _fetch(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> str:
+    request = urllib.request.Request(url, headers={"Accept": "text/plain", **(headers or {})})
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
         body = response.read(MAX_SCRAPE_BYTES + 1)
     if len(body) > MAX_SCRAPE_BYTES:
@@ -76,12 +76,14 @@ class ServerScraper:
     """Scrapes `url` every `interval_s` on its own thread, from `start()` to `stop()`."""
 
     def __init__(self, url: str, interval_s: float = 1.0,
-                 fetch: Callable[[str, float], str] = _fetch) -> None:
+                 fetch: Callable[[str, float], str] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be above 0, got {interval_s!r}")
         self.url = url
         self.interval_s = interval_s
-        self._fetch = fetch
+        sent = dict(headers or {})
+        self._fetch = fetch or (lambda u, t: _fetch(u, t, sent))
         self._timeout_s = min(max(interval_s, 0.5), 5.0)
         self._clock = time.perf_counter_ns
         self._halt = threading.Event()
