@@ -142,6 +142,7 @@ class ServerScraper:
             self._halt.set()
             self._thread.join()
             self._thread = None
-            self.scrape()
+            if self._scrapes:  # a dead endpoint is not waited on once more
+                self.scrape()
         return ScrapeTrace(self.url, self.interval_s, tuple(self._scrapes), dict(self._types),
                            self._failures, tuple(self._errors))

@@ -244,6 +244,9 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
                       "streams": ts.tokens.requests, "failed": ts.tokens.failed,
                       "attainment": ts.goodput.attainment,
                       "goodput tokens/s": ts.goodput.tokens_per_s}
+            achieved = ts.tokens.cache["hit_rate"]["achieved"]
+            if achieved is not None:
+                counts["prefix-cache hit rate (usage)"] = achieved
             parts += ["<h2>Tokens</h2>", _table([counts], list(counts)),
                       _table(tokens, TOKEN_COLUMNS)]
             if ts.turns:
