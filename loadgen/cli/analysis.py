@@ -1,10 +1,10 @@
 """The analysis subcommands of `loadgen`: find-peak, sweep, report, compare.
 
-    loadgen find-peak FILE --sut SPEC --out DIR [--set k=v ...] [--budget-s S]
+    loadgen find-peak [FILE | --scenario NAME] --sut SPEC --out DIR [--set k=v ...] [--budget-s S]
                       [--goal valid|attainment] [--min-attainment F]
                       [--start-qps Q] [--min-qps Q] [--max-qps Q] [--tolerance F]
                       [--repeats N] [--min-queries N]
-    loadgen sweep FILE --sut SPEC --out DIR --grid KEY=v1,v2|a:b:step [--grid sut.KEY=...]
+    loadgen sweep [FILE | --scenario NAME] --sut SPEC --out DIR --grid KEY=v1,v2|a:b:step [--grid sut.KEY=...]
                   --launches N [--set k=v ...]
     loadgen report DIR
     loadgen compare A B [--vary KEY ...] [--json] [--out DIR]
@@ -23,13 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loadgen.cli import helptext
+from loadgen.cli.definition import add_definition_args, definition_path
 from loadgen.cli.exits import EXIT_MISMATCH
 from loadgen.cli.spread import add_spread_options, launcher, spread_engine, workers_overrides
 
 __all__ = ["add_parsers"]
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", type=Path, help="TOML test definition (see scenarios/)")
+    add_definition_args(p)
     p.add_argument("--sut", required=True, metavar="SPEC", help=helptext.SUT_HELP)
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="output directory (rerun with the same DIR to resume)")
@@ -53,7 +54,7 @@ def _find_peak(args: argparse.Namespace) -> int:
     from loadgen.plan.settings import load_settings
     from loadgen.report.html import build_report
 
-    settings = load_settings(args.file, args.overrides + workers_overrides(args))
+    settings = load_settings(definition_path(args), args.overrides + workers_overrides(args))
     cfg = SearchConfig(start_qps=args.start_qps or settings.target_qps, min_qps=args.min_qps,
                        max_qps=args.max_qps, tolerance=args.tolerance, repeats=args.repeats,
                        min_queries=args.min_queries, goal=args.goal,
@@ -73,7 +74,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from loadgen.report.headline import noisy_flag
     from loadgen.report.html import build_report
 
-    settings = load_settings(args.file, args.overrides + workers_overrides(args))
+    settings = load_settings(definition_path(args), args.overrides + workers_overrides(args))
     axes = [parse_axis(g) for g in args.grid]
     with spread_engine(args) as engine:
         doc = run_sweep(settings, args.sut, axes, args.launches, args.out, launcher(engine),

@@ -73,6 +73,19 @@ def new_collector(plan: RunPlan) -> Collector:
                      if token_run else None)
 
 
+async def _preflight(sut: SystemUnderTest) -> None:
+    """The SUT's one check request before the run, when it has one (see adapters.preflight);
+    a failure stops the SUT and fails the run before its first query."""
+    preflight = getattr(sut, "preflight", None)
+    if preflight is None:
+        return
+    try:
+        await preflight()
+    except BaseException:
+        await sut.stop()
+        raise
+
+
 async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Share(),
                       progress: Callable[[Progress], None] | None = None,
                       log_dir: Path | None = None,
@@ -106,6 +119,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         await sut.start(collector, runner)
     except Exception as exc:
         raise SutError(f"SUT {sut.name!r} failed to start: {exc}") from exc
+    await _preflight(sut)
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
         loop.add_signal_handler(signal.SIGINT, runner.interrupt)
