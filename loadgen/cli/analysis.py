@@ -50,6 +50,7 @@ def _log(args: argparse.Namespace) -> Callable[[str], None] | None:
 
 
 def _find_peak(args: argparse.Namespace) -> int:
+    from loadgen.campaigns.glance import peak_table
     from loadgen.campaigns.search import SearchConfig, find_peak
     from loadgen.plan.settings import load_settings
     from loadgen.report.html import build_report
@@ -63,12 +64,14 @@ def _find_peak(args: argparse.Namespace) -> int:
         doc = find_peak(settings, args.sut, args.out, cfg, args.budget_s, launcher(engine),
                         log=_log(args))
     report = build_report(args.out)
+    print(peak_table(doc), end="")
     print(doc["headline"])
     print(f"wrote {args.out / 'peak.json'}, {args.out / 'probes.csv'} and {report}")
     return 0 if doc["peak_qps"] else 1
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from loadgen.campaigns.glance import sweep_conditions, sweep_table
     from loadgen.campaigns.sweep import parse_axis, run_sweep
     from loadgen.plan.settings import load_settings
     from loadgen.report.headline import noisy_flag
@@ -80,8 +83,11 @@ def _sweep(args: argparse.Namespace) -> int:
         doc = run_sweep(settings, args.sut, axes, args.launches, args.out, launcher(engine),
                         log=_log(args))
     report = build_report(args.out)
+    print(sweep_table(doc), end="")
     for point in doc["points"]:
-        print(noisy_flag(point) + point["headline"])
+        if point["noisy"]:
+            print(f"point {point['index']}: {noisy_flag(point).strip()}")
+    print(f"conditions: {sweep_conditions(doc)}")
     print(f"wrote {args.out / 'sweep.json'}, {args.out / 'sweep.csv'} and {report}")
     return 0
 

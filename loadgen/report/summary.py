@@ -8,6 +8,7 @@ from typing import Any
 from loadgen.judge.stats import LatencySummary, RunStats
 from loadgen.report.energy import energy_lines
 from loadgen.report.result import RunResult
+from loadgen.report.rows import write_summary_csv
 from loadgen.report.tokensummary import token_lines
 
 __all__ = ["SUMMARY_FILE", "render_summary", "write_summary"]
@@ -135,7 +136,8 @@ def _describe_sut(sut: dict[str, Any]) -> str:
 
 
 def write_summary(out_dir: Path, result: RunResult) -> Path:
-    """Write summary.txt beside result.json."""
+    """Write summary.txt beside result.json, and its one-row summary.csv (`report.rows`)."""
     path = out_dir / SUMMARY_FILE
     path.write_text(render_summary(result))
+    write_summary_csv(out_dir, result)
     return path
