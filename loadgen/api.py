@@ -62,10 +62,12 @@ def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
     stats = summarize(plan, outcome.tally, outcome.accuracy)
     reasons, spread_warnings = ([], []) if distributed is None else distributed_verdict(
         plan, distributed)
-    verdict = evaluate(plan, stats, (*warnings, *spread_warnings), tuple(reasons))
+    verdict = evaluate(plan, stats, (*warnings, *spread_warnings), tuple(reasons),
+                       outcome.host_load)
+    host = {} if outcome.host_load is None else {"host_load": outcome.host_load.as_dict()}
     return RunResult(settings=plan.settings, plan=plan.as_dict(), stats=stats, verdict=verdict,
                      headline=headline(plan, stats), sut=outcome.sut,
-                     environment=environment(), schedule=describe_schedule(plan),
+                     environment=environment() | host, schedule=describe_schedule(plan),
                      workers=workers, distributed=distributed,
                      energy=_energy(plan, outcome, stats))
 

@@ -30,6 +30,7 @@ from loadgen.plan.schedule import plan_queries, thin
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, EnergyTrace
+from loadgen.record.hostload import HostLoad, host_load, sample_host
 from loadgen.record.querylog import QueryLog
 from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.tokens import TokenRecorder
@@ -60,6 +61,7 @@ class SessionOutcome:
     accuracy: Accuracy | None  # accuracy mode only
     cpu_s: float  # this process's CPU time while the engine ran
     energy: EnergyTrace | None = None  # the energy readings, when a meter ran
+    host_load: HostLoad | None = None  # what the rest of the host did while the engine ran
 
 
 def new_collector(plan: RunPlan) -> Collector:
@@ -137,9 +139,9 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         start_at = None if gate is None else await gate(sut.describe())
         if energy is not None:
             energy.start()
-        cpu_s = time.process_time()
+        cpu_s, host_before = time.process_time(), sample_host()
         times = await runner.run(start_at_ns=start_at)
-        cpu_s = time.process_time() - cpu_s
+        cpu_s, host = time.process_time() - cpu_s, host_load(host_before, sample_host())
     finally:
         if energy is not None:
             trace = energy.stop()
@@ -150,7 +152,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
             loop.remove_signal_handler(signal.SIGINT)
         await sut.stop()
     return SessionOutcome(collector.tally(times), sut.describe(), _score(plan, sut, collector),
-                          cpu_s, trace)
+                          cpu_s, trace, host)
 
 
 def _score(plan: RunPlan, sut: SystemUnderTest, collector: Collector) -> Accuracy | None:
