@@ -83,8 +83,8 @@ class HostLoad:
 
     def phrase(self) -> str:
         """'other processes used 61% of the 2 cores, CPU steal 12%, load average 7.2'."""
-        parts = [f"other processes used {self.other_cpu_share:.0%} of the {self.cores} "
-                 f"core{'s' if self.cores != 1 else ''}"]
+        parts = [(f"other processes used {self.other_cpu_share:.0%} of the {self.cores} "
+                 f"core{'s' if self.cores != 1 else ''}")]
         if self.steal_pct >= 1:
             parts.append(f"CPU steal {self.steal_pct:.0f}%")
         parts.append(f"load average {max(self.loadavg_start, self.loadavg_end):.1f}")
