@@ -46,7 +46,7 @@ def render_summary(result: RunResult) -> str:
                f"  duration: {r.duration_s:.2f} s"),
               (f"Rates     : scheduled {r.qps_scheduled:.2f} QPS, completed "
                f"{r.qps_completed:.2f} QPS, {r.samples_per_s:.2f} samples/s, "
-               f"goodput {r.goodput_qps:.2f} QPS")]
+               f"latency-SLO goodput {r.goodput_qps:.2f} QPS")]
     if s.target_latency_ms:
         lines.append(f"SLO       : p{s.target_latency_percentile:g} <= "
                      f"{s.target_latency_ms:g} ms; over SLO: {r.overlatency}")
