@@ -50,10 +50,10 @@ def _log(args: argparse.Namespace) -> Callable[[str], None] | None:
 
 
 def _find_peak(args: argparse.Namespace) -> int:
-    from loadgen.campaigns.glance import peak_table
     from loadgen.campaigns.search import SearchConfig, find_peak
     from loadgen.plan.settings import load_settings
     from loadgen.report.html import build_report
+    from loadgen.report.overview import peak_table
 
     settings = load_settings(definition_path(args), args.overrides + workers_overrides(args))
     cfg = SearchConfig(start_qps=args.start_qps or settings.target_qps, min_qps=args.min_qps,
@@ -71,11 +71,11 @@ def _find_peak(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from loadgen.campaigns.glance import sweep_conditions, sweep_table
     from loadgen.campaigns.sweep import parse_axis, run_sweep
     from loadgen.plan.settings import load_settings
     from loadgen.report.headline import noisy_flag
     from loadgen.report.html import build_report
+    from loadgen.report.overview import sweep_conditions, sweep_table
 
     settings = load_settings(definition_path(args), args.overrides + workers_overrides(args))
     axes = [parse_axis(g) for g in args.grid]

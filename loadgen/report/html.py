@@ -30,6 +30,7 @@ from loadgen.report import charts, comparison
 from loadgen.report.charts import Chart, LoadPoint
 from loadgen.report.energy import energy_html
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
+from loadgen.report.overview import peak_table, sweep_table
 from loadgen.report.result import RESULT_FILE, RunResult, read_result
 from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
 from loadgen.report.turns import TURN_COLUMNS, turn_rows
@@ -261,12 +262,18 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
         head = {"peak_qps": doc["peak_qps"], "bracket": doc["bracket"],
                 "confidence": doc["confidence"], "status": doc["status"],
                 "probes": len(doc["probes"]), "elapsed_s": doc["elapsed_s"]}
-        return _table([head], list(head)), "<h2>Probes</h2>" + _table(
-            rows, [c for c in rows[0] if c != "dir"] if rows else [])
+        return _glance(peak_table(doc)) + _table([head], list(head)), "<h2>Probes</h2>" + \
+            _table(rows, [c for c in rows[0] if c != "dir"] if rows else [])
     rows = tables.sweep_rows(doc)
     keep = [c for c in (rows[0] if rows else {}) if not c.endswith(("_min", "_max"))]
-    return "", ("<h2>Points</h2>" + _table(rows, keep)
-                + "<p>min and max of each metric are in sweep.csv</p>")
+    return _glance(sweep_table(doc)), ("<h2>Points</h2>" + _table(rows, keep)
+                                       + "<p>min and max of each metric are in sweep.csv</p>")
+
+
+def _glance(text: str) -> str:
+    """The table the command printed, one row per point, leading the page."""
+    return f'<pre class="glance">{html.escape(text)}</pre>'
+
 
 
 def _headline(kind: str, doc: Any) -> list[str]:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from loadgen.api import run_test
-from loadgen.campaigns.glance import peak_table, sweep_table
 from loadgen.cli.main import main
 from loadgen.plan.settings import load_settings
 from loadgen.plan.units import format_duration
+from loadgen.report.overview import peak_table, sweep_table
 from loadgen.report.rows import SUMMARY_CSV, point_row, render_table, run_row
 
 DEV = ["preset='dev'", "min_duration_s=0.5", "min_query_count=60", "energy='off'",
@@ -80,6 +80,8 @@ def test_sweep_csv_and_table_carry_every_point(tmp_path: Path,
     assert all(line.split()[-1] in ("VALID", "early_stopping", "issue_lag") or "INVALID" in line
                for line in table[1:])
     assert " ms" in table[1] and "e+" not in out
+    page = (tmp_path / "report.html").read_text()  # the same table leads the report
+    assert page.index('<pre class="glance">' + table[0]) < page.index('class="chart"')
 
 
 def test_point_row_is_valid_only_when_every_launch_is() -> None:

@@ -1,4 +1,4 @@
-"""The table a sweep or find-peak prints and its report leads with: one row per point
+"""The table a sweep or find-peak prints and its report.html leads with: one row per point
 (sweep) or probe (find-peak), from the rows their documents carry (`report.rows`)."""
 
 from __future__ import annotations
