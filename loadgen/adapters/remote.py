@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink
-from loadgen.errors import SutError, SutSpecError
+from loadgen.errors import SutError, SutSpecError, suggest
 from oipwire.datatypes import TensorSpec, numpy_dtype
 from oipwire.errors import ProtocolError
 from oipwire.tensors import InferTensor
@@ -106,8 +106,8 @@ class Endpoint:
         options = dict(pairs)
         unknown = sorted(set(options) - set(keys))
         if unknown:
-            raise SutSpecError(f"--sut {spec!r}: unknown key(s) {', '.join(unknown)}; known: "
-                               f"{', '.join(sorted(keys))}")
+            raise SutSpecError(f"--sut {spec!r}: unknown key(s) {', '.join(unknown)}"
+                               f"{suggest(unknown[0], keys)}; known: {', '.join(sorted(keys))}")
         endpoint = cls(parts.scheme, parts.hostname, port, model, schemes[parts.scheme][1],
                        options)
         if endpoint.flag("tls"):

@@ -308,7 +308,9 @@ def _verdict(kind: str, doc: Any) -> str:
 
 def build_report(path: Path) -> Path:
     """Write DIR/report.html for a run, sweep, find-peak or comparison directory; return
-    its path."""
+    its path; ResultError for a path that is not there."""
+    if not path.exists():
+        raise ResultError(f"{path}: no such run, sweep, find-peak or comparison directory")
     root = path if path.is_dir() else path.parent
     kind, doc = load_kind(root)
     lines = _headline(kind, doc)
