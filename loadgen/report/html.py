@@ -146,8 +146,11 @@ def _run_charts(result: RunResult, root: Path) -> list[Chart]:
     slo = _slo_ns(result.settings.as_dict())
     out: list[Chart] = []
     if len(r.timeline) >= _MIN_WINDOWS:
-        out += [charts.latency_timeline_chart(r.timeline, slo), charts.throughput_chart(r.timeline),
-                charts.errors_chart(r.timeline)]
+        end_s = float(result.settings.warmup_s) + r.duration_s
+        out += [charts.latency_timeline_chart(r.timeline, slo),
+                charts.throughput_chart(r.timeline, end_s)]
+        if any(int(w.get("errors", 0)) for w in r.timeline):
+            out.append(charts.errors_chart(r.timeline))
     hists = _hists({"from schedule": result}) | _hists({"service, from send": result},
                                                        "service_latency_ns")
     hists = hists or _hists({"samples, from schedule": result}, "latency_ns")  # Offline
