@@ -1,6 +1,6 @@
 """#30's smaller bugs: `loadgen report` of a mistyped directory fails instead of rebuilding
 its parent's report; `http://` to a gRPC port says so; a URL option typo gets a
-did-you-mean."""
+did-you-mean; `calibrate` on a busy host stores no ceiling of 0."""
 
 from __future__ import annotations
 
@@ -63,3 +63,13 @@ def test_http_to_a_grpc_port_says_it_looks_like_grpc() -> None:
 def test_a_url_option_typo_names_the_closest() -> None:
     with pytest.raises(SutSpecError, match="did you mean connections"):
         make_sut("http://127.0.0.1:1/m?conections=2")
+
+
+def test_calibrate_stores_no_ceiling_of_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from loadgen.campaigns import calibrate
+
+    monkeypatch.setattr(calibrate, "calibrate", lambda *a, **k: {"ceiling_qps": 0.0})
+    out = tmp_path / "calibration.json"
+    assert main(["calibrate", "--sut", "null", "--out", str(out)]) == 1
+    assert "nothing stored" in capsys.readouterr().err and not out.exists()
