@@ -13,8 +13,8 @@ import json
 import ssl
 from collections.abc import Callable
 
-from loadgen.adapters.fasthttp import fetch, request_bytes
-from loadgen.adapters.remote import Endpoint
+from loadgen.adapters.wire.endpoint import Endpoint
+from loadgen.adapters.wire.fasthttp import fetch, request_bytes
 from loadgen.errors import SutError
 
 __all__ = ["PREFLIGHT_TOKENS", "check_stream", "served_models", "sse_payloads"]

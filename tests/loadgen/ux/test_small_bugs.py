@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.adapters.fasthttp import fetch, request_bytes
 from loadgen.adapters.registry import make_sut
+from loadgen.adapters.wire.fasthttp import fetch, request_bytes
 from loadgen.api import run_test
 from loadgen.cli.main import main
 from loadgen.errors import SutSpecError

@@ -15,7 +15,7 @@ from loadgen.api import run_test
 from loadgen.judge.verdict import ReasonCode, evaluate
 from loadgen.plan.settings import load_settings
 from loadgen.record.hostload import HostLoad, HostSample, host_load, sample_host
-from tests.loadgen.test_verdict import LAG, MS, _plan, _stats
+from tests.loadgen.judge.test_verdict import LAG, MS, _plan, _stats
 
 QUIET = HostLoad(10.0, 8, 0.5, 0.00625, 0.0, 0.3, 0.4)
 BUSY = HostLoad(10.0, 2, 12.0, 0.6, 14.0, 3.2, 4.1)
