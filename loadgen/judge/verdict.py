@@ -168,8 +168,8 @@ def issue_lag_on(p: RunPlan, r: RunStats, host: HostLoad | None) -> Reason:
                       f"(--workers {math.ceil(s.target_qps / ISSUER_QPS)})")
     elif cores and cores <= 2:
         advice.append(f"on {cores} core{'s' if cores != 1 else ''} the issuer shares its CPU "
-                      "with the SUT: serve the SUT apart (`loadgen serve`) or give it fewer "
-                      "workers")
+                      "with the SUT and all else: run the SUT on another host, or give it "
+                      "fewer workers")
     if not advice:
         advice.append("check what else runs on this host (see environment.host_load)")
     return Reason(ReasonCode.ISSUE_LAG, f"{text}; {'; '.join(advice)}")
