@@ -90,10 +90,11 @@ def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
     figures = _server_metrics(plan, outcome, server)
     server_warned = [] if figures is None else server_warnings(figures)
     verdict = evaluate(plan, stats, (*warnings, *spread_warnings, *server_warned),
-                       tuple(reasons))
+                       tuple(reasons), outcome.host_load)
+    host = {} if outcome.host_load is None else {"host_load": outcome.host_load.as_dict()}
     return RunResult(settings=plan.settings, plan=plan.as_dict(), stats=stats, verdict=verdict,
                      headline=headline(plan, stats), sut=outcome.sut,
-                     environment=environment(), schedule=describe_schedule(plan),
+                     environment=environment() | host, schedule=describe_schedule(plan),
                      workers=workers, distributed=distributed,
                      energy=_energy(plan, outcome, stats), server_metrics=figures,
                      sut_memory=memory or remote_memory(

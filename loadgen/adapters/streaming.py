@@ -50,6 +50,7 @@ import numpy as np
 from loadgen.adapters.base import CompletionSink, Timers
 from loadgen.adapters.history import Exchanged, Histories
 from loadgen.adapters.http import error_detail
+from loadgen.adapters.preflight import PREFLIGHT_TOKENS, check_stream
 from loadgen.adapters.tokencount import TOKENIZERS, ChunkCounter
 from loadgen.adapters.tokens import Prompt, PromptSource, StreamSink, TokenStream, Turn
 from loadgen.adapters.wire.endpoint import Endpoint, tls_context
@@ -61,7 +62,8 @@ from loadgen.errors import SutError, SutSpecError
 __all__ = ["KEYS", "Exchange", "Group", "StreamError", "StreamingSut", "decode", "error_message", "learn"]
 
 KEYS = ("max_in_flight", "timeout_ms", "tls", "ca", "insecure", "api_key_env", "extra",
-        "tokenizer", "ignore_eos", "max_stream_bytes", "max_stream_events", "max_stream_s")
+        "tokenizer", "ignore_eos", "max_stream_bytes", "max_stream_events", "max_stream_s",
+        "preflight")
 """Option keys every streaming adapter takes."""
 DEFAULT_IN_FLIGHT = 256
 ERROR_BODY = 4096
@@ -407,6 +409,8 @@ class StreamingSut(abc.ABC):
         self.max_in_flight = e.number("max_in_flight", DEFAULT_IN_FLIGHT, 1)
         self.timeout_ms = e.number("timeout_ms", 0)
         self.ignore_eos = e.flag("ignore_eos", True)
+        self.check_first = e.flag("preflight", True)
+        """Whether `preflight` checks the endpoint before the run (`preflight=0`: not)."""
         self.tokenizer = e.options.get("tokenizer", "approx")
         if self.tokenizer not in TOKENIZERS:
             raise SutSpecError(f"{e.url}: tokenizer={self.tokenizer!r}: expected one of "
@@ -471,6 +475,25 @@ class StreamingSut(abc.ABC):
             await self._pool.start()
         except OSError as exc:
             raise SutError(f"{self.name}: cannot connect: {exc}") from exc
+
+    async def preflight(self) -> None:
+        """Before the run: one short request of the first prompt must stream text back
+        (SutError with what is wrong otherwise); see `adapters.preflight`."""
+        assert self._prompts is not None, "preflight before start"
+        if not self.check_first:
+            return
+        prompt = dataclasses.replace(self._prompts.prompt(0), fixed_output=False,
+                                     max_tokens=PREFLIGHT_TOKENS)
+        await check_stream(self.endpoint, self.request(prompt), self.path, self.ssl,
+                           self.has_text, await self.preflight_hint())
+
+    async def preflight_hint(self) -> str:
+        """Said after a failed preflight request (a protocol may know the fix)."""
+        return ""
+
+    def has_text(self, doc: Mapping[str, Any]) -> bool:
+        """Whether one decoded event carries text (the preflight's last check)."""
+        return True
 
     def issue(self, query_id: int, sample_indices: np.ndarray) -> None:
         """Send each sample's request (or queue it for a free connection); never blocks."""

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, TypeVar
 from loadgen.cli import helptext
 from loadgen.cli.analysis import add_parsers as _add_analysis
 from loadgen.cli.calibrate import add_parser as _add_calibrate
+from loadgen.cli.definition import add_definition_args, definition_path
+from loadgen.cli.discover import add_parsers as _add_discover
+from loadgen.cli.discover import version_text
 from loadgen.cli.exits import EXIT_ERROR, EXIT_INVALID, EXIT_USAGE, EXIT_VALID
 from loadgen.cli.serve import add_parser as _add_serve
 from loadgen.cli.spread import add_spread_options, spread_engine
@@ -36,7 +39,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run one test definition against a SUT",
                        description=helptext.RUN,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", type=Path, nargs="?", help="TOML test definition (see scenarios/)")
+    add_definition_args(p)
     p.add_argument("--sut", required=True, metavar="SPEC", help=helptext.SUT_HELP)
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help=f"run directory (default {LATEST}, replaced each run); one that holds "
@@ -74,15 +77,14 @@ def _settings(args: argparse.Namespace) -> TestSettings:
     overrides = args.overrides + ([] if args.workers is None else [f"workers={args.workers}"])
     if args.replay is not None:
         return replay_settings(args.replay, overrides)
-    if args.file is None:
-        raise SettingsError(["run: give a TOML test definition, or --replay RUN_DIR"])
+    path = definition_path(args)
     if args.mlperf_conf or args.user_conf:
         from loadgen.mlperf.layer import conf_overrides
 
-        scenario = str(load_settings(args.file, overrides).scenario)
+        scenario = str(load_settings(path, overrides).scenario)
         overrides = conf_overrides(args.model, scenario, args.mlperf_conf, args.user_conf) + \
             overrides
-    return load_settings(args.file, overrides)
+    return load_settings(path, overrides)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -165,11 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loadgen", description=DESCRIPTION.format(forms="\n  ".join(SPEC_FORMS.split(" | ")), guide=helptext.GUIDE),
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
     _add_analysis(sub)
     _add_calibrate(sub)
     _add_serve(sub)
+    _add_discover(sub)
     return parser
 
 

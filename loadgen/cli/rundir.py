@@ -18,12 +18,13 @@ from loadgen.plan.tracefile import SCHEDULE_FILE
 from loadgen.record.querylog import BINARY_FILE, CSV_FILE, KINDS_FILE
 from loadgen.report.html import REPORT_FILE
 from loadgen.report.result import RESULT_FILE
+from loadgen.report.rows import SUMMARY_CSV
 from loadgen.report.summary import SUMMARY_FILE
 
 __all__ = ["RUN_FILES", "claim_run_dir", "run_files_in"]
 
-RUN_FILES = (RESULT_FILE, f"{RESULT_FILE}.tmp", SUMMARY_FILE, REPORT_FILE, SCHEDULE_FILE,
-             BINARY_FILE, CSV_FILE, KINDS_FILE, WORKERS_DIR)
+RUN_FILES = (RESULT_FILE, f"{RESULT_FILE}.tmp", SUMMARY_FILE, SUMMARY_CSV, REPORT_FILE,
+             SCHEDULE_FILE, BINARY_FILE, CSV_FILE, KINDS_FILE, WORKERS_DIR)
 """What a run writes into its directory (besides `mlperf_log_*`)."""
 MLPERF_LOGS = "mlperf_log_*"
 

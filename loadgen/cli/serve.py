@@ -106,6 +106,9 @@ def _engine_flags(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from loadgen.adapters.extras import require_sut_extra
+
+    require_sut_extra("loadgen serve")
     from sut.errors import ConfigError, SutError
     from sut.llm.names import is_llm_model
     from sut.server.app import serve_model

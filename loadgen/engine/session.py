@@ -32,6 +32,7 @@ from loadgen.plan.schedule import plan_queries, thin
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, EnergyTrace
+from loadgen.record.hostload import HostLoad, host_load, sample_host
 from loadgen.record.progress import Progress
 from loadgen.record.querylog import QueryLog
 from loadgen.record.tally import Accuracy, Tally
@@ -68,6 +69,7 @@ class SessionOutcome:
     accuracy: Accuracy | None  # accuracy mode only
     cpu_s: float  # this process's CPU time while the engine ran
     energy: EnergyTrace | None = None  # the energy readings, when a meter ran
+    host_load: HostLoad | None = None  # what the rest of the host did while the engine ran
 
 
 def new_collector(plan: RunPlan) -> Collector:
@@ -79,6 +81,19 @@ def new_collector(plan: RunPlan) -> Collector:
                      windows=Windows(plan.window_ns, bound, plan.step_starts_ns),
                      tokens=TokenRecorder(plan.goodput_slos, plan.token_targets)
                      if token_run else None)
+
+
+async def _preflight(sut: SystemUnderTest) -> None:
+    """The SUT's one check request before the run, when it has one (see adapters.preflight);
+    a failure stops the SUT and fails the run before its first query."""
+    preflight = getattr(sut, "preflight", None)
+    if preflight is None:
+        return
+    try:
+        await preflight()
+    except BaseException:
+        await sut.stop()
+        raise
 
 
 async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Share(),
@@ -114,6 +129,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         await sut.start(collector, runner)
     except Exception as exc:
         raise SutError(f"SUT {sut.name!r} failed to start: {exc}") from exc
+    await _preflight(sut)
     loop = asyncio.get_running_loop()
     for signum in INTERRUPTS:  # SIGTERM (timeout, docker stop, a CI cancel) as Ctrl-C is
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # main only
@@ -132,9 +148,9 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         start_at = None if gate is None else await gate(sut.describe(), runner.first_offset_ns)
         if energy is not None:
             energy.start()
-        cpu_s = time.process_time()
+        cpu_s, host_before = time.process_time(), sample_host()
         times = await runner.run(start_at_ns=start_at)
-        cpu_s = time.process_time() - cpu_s
+        cpu_s, host = time.process_time() - cpu_s, host_load(host_before, sample_host())
     finally:
         if energy is not None:
             trace = energy.stop()
@@ -150,7 +166,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         await sut.stop()
     described = safe_tree(sut.describe())  # may hold text a server gave (metadata)
     return SessionOutcome(collector.tally(times), described, _score(plan, sut, collector),
-                          cpu_s, trace)
+                          cpu_s, trace, host)
 
 
 def _interrupt(runner: Runner, plan: RunPlan) -> None:

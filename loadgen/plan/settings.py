@@ -30,6 +30,7 @@ __all__ = [
     "IssueMode",
     "Scenario",
     "TestSettings",
+    "dev_token_queries",
     "issue_mode",
     "load_settings",
     "parse_overrides",
@@ -191,6 +192,19 @@ SCENARIO_DEFAULTS: dict[Scenario, dict[str, Any]] = {
 }
 
 DEV_PRESET: dict[str, Any] = {"min_duration_s": 5.0, "min_query_count": 100}
+EARLY_STOPPING_CONFIDENCE = 0.99
+
+
+def dev_token_queries(percentile: float) -> int:
+    """The fewest requests a dev token run needs to pass early stopping at `percentile`
+    with none over (459 at p99): a dev preset that cannot be VALID helps nobody."""
+    return max(DEV_PRESET["min_query_count"],
+               math.ceil(math.log(1 - EARLY_STOPPING_CONFIDENCE) / math.log(percentile / 100)))
+
+
+def _token_run(values: dict[str, Any]) -> bool:
+    return any(values.get(k) not in (None, "", False)
+               for k in ("input_tokens", "dataset", "mlperf_model", "use_token_latencies"))
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TestSettings)}
 _INT_KEYS = {n for n, f in _FIELDS.items() if f.type == "int"}
@@ -405,6 +419,10 @@ def settings_from_mapping(values: dict[str, Any]) -> TestSettings:
     layered: dict[str, Any] = dict(SCENARIO_DEFAULTS[scenario])
     if coerced.get("preset") == "dev":
         layered |= DEV_PRESET
+        if scenario is Scenario.SERVER and _token_run(coerced):
+            percentile = coerced.get("target_latency_percentile") or \
+                layered["target_latency_percentile"]
+            layered["min_query_count"] = dev_token_queries(percentile)
     if coerced.get("mlperf_model") in LLM_PRESETS:
         layered |= llm_preset(coerced["mlperf_model"])
     layered |= {k: v for k, v in coerced.items() if v is not None}

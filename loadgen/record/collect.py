@@ -126,7 +126,10 @@ class Collector:
             entry = _on_the_wire(entry, stream.sent_ns)
         if entry[3]:
             self._token_recorder().streamed(entry[0], entry[1], stream)
-        self._completed(query_id, entry, done_ns, components, None, output)
+        if self.log is not None:
+            ttft = stream.chunk_ns[0] - entry[0] if stream.chunk_ns else -1
+            self.log.add(query_id, entry[0], entry[1], done_ns, "ok", ttft, stream.output_tokens)
+        self._completed(query_id, entry, done_ns, components, None, output, logged=True)
 
     def sample_streamed(self, query_id: int, stream: TokenStream) -> None:
         """One sample's stream of a query of several (Offline) ended well; the query itself
@@ -138,10 +141,10 @@ class Collector:
 
     def _completed(self, query_id: int, entry: tuple[int, int, int, bool], done_ns: int,
                    components: Mapping[str, int] | None, sample_done_ns: Sequence[int] | None,
-                   output: Any) -> None:
+                   output: Any, logged: bool = False) -> None:
         scheduled_ns, sent_ns, samples, measured = entry
         self.finished += 1
-        if self.log is not None:
+        if self.log is not None and not logged:
             self.log.add(query_id, scheduled_ns, sent_ns, done_ns)
         if measured:
             latency = done_ns - scheduled_ns

@@ -31,6 +31,7 @@ from loadgen.report import charts, comparison, tables
 from loadgen.report.charts import Chart, LoadPoint
 from loadgen.report.energy import energy_html
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
+from loadgen.report.overview import peak_table, sweep_table
 from loadgen.report.pareto import PARETO_FILE, pareto_chart, pareto_rows
 from loadgen.report.result import RESULT_FILE, RunResult, read_result
 from loadgen.report.serverchart import server_chart
@@ -148,8 +149,11 @@ def _run_charts(result: RunResult, root: Path) -> list[Chart]:
     slo = _slo_ns(result.settings.as_dict())
     out: list[Chart] = []
     if len(r.timeline) >= _MIN_WINDOWS:
-        out += [charts.latency_timeline_chart(r.timeline, slo), charts.throughput_chart(r.timeline),
-                charts.errors_chart(r.timeline)]
+        end_s = float(result.settings.warmup_s) + r.duration_s
+        out += [charts.latency_timeline_chart(r.timeline, slo),
+                charts.throughput_chart(r.timeline, end_s)]
+        if any(int(w.get("errors", 0)) for w in r.timeline):
+            out.append(charts.errors_chart(r.timeline))
     hists = _hists({"from schedule": result}) | _hists({"service, from send": result},
                                                        "service_latency_ns")
     hists = hists or _hists({"samples, from schedule": result}, "latency_ns")  # Offline
@@ -274,12 +278,18 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
         head = {"peak_qps": doc["peak_qps"], "bracket": doc["bracket"],
                 "confidence": doc["confidence"], "status": doc["status"],
                 "probes": len(doc["probes"]), "elapsed_s": doc["elapsed_s"]}
-        return _table([head], list(head)), "<h2>Probes</h2>" + _table(
-            rows, [c for c in rows[0] if c != "dir"] if rows else [])
+        return _glance(peak_table(doc)) + _table([head], list(head)), "<h2>Probes</h2>" + \
+            _table(rows, [c for c in rows[0] if c != "dir"] if rows else [])
     rows = tables.sweep_rows(doc)
     keep = [c for c in (rows[0] if rows else {}) if not c.endswith(("_min", "_max"))]
-    return "", ("<h2>Points</h2>" + _table(rows, keep)
-                + "<p>min and max of each metric are in sweep.csv</p>")
+    return _glance(sweep_table(doc)), ("<h2>Points</h2>" + _table(rows, keep)
+                                       + "<p>min and max of each metric are in sweep.csv</p>")
+
+
+def _glance(text: str) -> str:
+    """The table the command printed, one row per point, leading the page."""
+    return f'<pre class="glance">{html.escape(text)}</pre>'
+
 
 
 def _headline(kind: str, doc: Any) -> list[str]:
@@ -325,7 +335,9 @@ def _pareto(kind: str, doc: Any, root: Path) -> list[Chart]:
 
 def build_report(path: Path) -> Path:
     """Write DIR/report.html for a run, sweep, find-peak or comparison directory; return
-    its path."""
+    its path; ResultError for a path that is not there."""
+    if not path.exists():
+        raise ResultError(f"{path}: no such run, sweep, find-peak or comparison directory")
     root = path if path.is_dir() else path.parent
     kind, doc = load_kind(root)
     lines = _headline(kind, doc)

@@ -8,6 +8,7 @@ from typing import Any
 from loadgen.judge.stats import LatencySummary, RunStats
 from loadgen.report.energy import energy_lines
 from loadgen.report.result import RunResult
+from loadgen.report.rows import write_summary_csv
 from loadgen.report.serversummary import server_lines
 from loadgen.report.tokensummary import token_lines
 
@@ -58,7 +59,7 @@ def render_summary(result: RunResult) -> str:
                f"  duration: {r.duration_s:.2f} s"),
               (f"Rates     : scheduled {r.qps_scheduled:.2f} QPS, completed "
                f"{r.qps_completed:.2f} QPS, {r.samples_per_s:.2f} samples/s, "
-               f"goodput {r.goodput_qps:.2f} QPS")]
+               f"latency-SLO goodput {r.goodput_qps:.2f} QPS")]
     if s.target_latency_ms:
         lines.append(f"SLO       : p{s.target_latency_percentile:g} <= "
                      f"{s.target_latency_ms:g} ms; over SLO: {r.overlatency}")
@@ -162,7 +163,8 @@ def _describe_sut(sut: dict[str, Any]) -> str:
 
 
 def write_summary(out_dir: Path, result: RunResult) -> Path:
-    """Write summary.txt beside result.json."""
+    """Write summary.txt beside result.json, and its one-row summary.csv (`report.rows`)."""
     path = out_dir / SUMMARY_FILE
     path.write_text(render_summary(result))
+    write_summary_csv(out_dir, result)
     return path
