@@ -121,7 +121,7 @@ cuda_tests() {
 
 scaleout() {
   if [ -f scripts/scaleout_checks.sh ]; then
-    bash scripts/scaleout_checks.sh
+    OUT_DIR="$OUT_DIR/runs/scaleout" bash scripts/scaleout_checks.sh
   else
     echo "scripts/scaleout_checks.sh: not in this tree; skipped"
   fi
@@ -253,6 +253,9 @@ def server():
 
 
 def scaleout():
+    found = out / "runs" / "scaleout" / "scaleout.json"
+    if found.exists():
+        return json.loads(found.read_text())
     path = logs / "scaleout.log"
     return json_lines("scaleout") or (path.read_text(errors="replace")[-2000:]
                                        if path.exists() else None)
