@@ -8,7 +8,9 @@ Each step: take new requests and cancellations, let the scheduler form the step 
 prefill chunks, decode one token for every running sequence), run it, append the sampled
 tokens, retire finished sequences (their blocks freed at once), register newly full blocks
 for prefix caching, and hand each request its `Delta` through its callback, on this thread;
-an asyncio caller forwards it with `loop.call_soon_threadsafe`. The waiting queue is bounded
+an asyncio caller forwards it with `loop.call_soon_threadsafe`. A step's deltas go out while
+the next step computes (the runner's `while_computing`), or before the loop idles, applies a
+cancellation or stops; each keeps the time its tokens were read. The waiting queue is bounded
 (`max_waiting`): one more request raises `Overloaded` (a 429 on the wire).
 
 `observer`, when given, sees every step (`step(record)`) and every finished request
@@ -64,7 +66,7 @@ class LLMEngine:
         self.config = config
         self.runner = runner
         self.max_model_len = max_model_len
-        self.blocks = BlockManager(len(runner.kv[0][0]), config.block_size,
+        self.blocks = BlockManager(runner.num_blocks, config.block_size,
                                    config.enable_prefix_caching)
         self.scheduler = Scheduler(config, self.blocks)
         self.observer = observer
@@ -78,6 +80,8 @@ class LLMEngine:
         self._live: dict[int, Sequence] = {}
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._unsent: list[tuple[Sequence, int]] = []  # (sequence, read ns) still to emit
+        runner.while_computing = self._send
 
     @classmethod
     def build(cls, model_name: str, config: EngineConfig,
@@ -91,7 +95,8 @@ class LLMEngine:
         blocks = config.num_kv_blocks or default_kv_blocks(
             model, device, config.block_size, dtype, config.max_num_seqs, max_len,
             config.gpu_memory_utilization)
-        runner = ModelRunner(model, device, blocks, config.block_size, dtype)
+        runner = ModelRunner(model, device, blocks, config.block_size, dtype,
+                             config.max_num_seqs, max_len, config.cuda_graphs)
         return cls(model_name, runner, config, max_len, observer)
 
     # -- the caller's side (any thread) --------------------------------------------------
@@ -200,6 +205,8 @@ class LLMEngine:
 
     def _intake(self) -> bool:
         """Take new requests and cancellations; wait while idle; False once stopping."""
+        if not self._live or self._cancels or self._stopping:
+            self._send()  # nothing will compute soon, or an abort must follow these deltas
         with self._lock:
             while not (self._inbox or self._cancels or self._stopping or self._live):
                 self._lock.wait()
@@ -210,6 +217,8 @@ class LLMEngine:
         for seq in inbox:
             self._live[seq.request_id] = seq
             self.scheduler.add(seq)
+        if cancels:
+            self._send()
         for request_id in cancels:
             cancelled = self._live.pop(request_id, None)
             if cancelled is not None:
@@ -221,6 +230,7 @@ class LLMEngine:
         began = time.perf_counter_ns()
         plan = self.scheduler.schedule()
         if not plan.work:
+            self._send()
             if self._live and not self.scheduler.running and not plan.preempted:
                 raise SutError("no request can be scheduled: the KV cache is too small")
             return
@@ -238,10 +248,7 @@ class LLMEngine:
                 if seq.finish_reason is not None:
                     self._live.pop(seq.request_id, None)
                     self.scheduler.remove(seq)
-                    self._emit(seq, now)
-                    self._finished(seq, now)
-                    continue
-            self._emit(seq, now)
+            self._unsent.append((seq, now))
         self._record(plan, began, forward_ns)
 
     def _register_full_blocks(self, seq: Sequence) -> None:
@@ -254,10 +261,15 @@ class LLMEngine:
             seq.block_hashes.append(block_hash)
             self.blocks.register(seq.blocks[index], block_hash)
 
-    def _emit(self, seq: Sequence, now: int) -> None:
-        delta = seq.delta(now, self.config.stream_interval)
-        if delta is not None:
-            seq.on_output(delta)
+    def _send(self) -> None:
+        """Emit the deltas of the last step run (a finished request's observer first)."""
+        unsent, self._unsent = self._unsent, []
+        for seq, now in unsent:
+            if seq.finish_reason is not None:
+                self._finished(seq, now)
+            delta = seq.delta(now, self.config.stream_interval)
+            if delta is not None:
+                seq.on_output(delta)
 
     def _finish(self, seq: Sequence, reason: str, now: int, error: str | None = None) -> None:
         seq.finish_reason = reason
@@ -270,6 +282,7 @@ class LLMEngine:
             self.observer.finished(seq.timings(now), seq.token_ns, seq.finish_reason or "abort")
 
     def _fail_all(self, error: str | None) -> None:
+        self._send()
         with self._lock:
             self._stopping = True
             inbox, self._inbox = self._inbox, []
@@ -300,4 +313,4 @@ class LLMEngine:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
         return {"model": self.model_name, "device": str(device), "device_name": name,
                 "num_kv_blocks": self.blocks.num_blocks, "max_model_len": self.max_model_len,
-                **dataclasses.asdict(self.config)}
+                "decode_path": self.runner.decode_path, **dataclasses.asdict(self.config)}
