@@ -1,31 +1,43 @@
 """LLM serving on the built-in engine: what continuous batching buys, what the engine costs.
 
-Prints, in one run (CPU by default; `--device cuda` on a GPU):
+Prints, in one run (CPU by default; `--device cuda` on a GPU; `--json`: one JSON object with
+every figure and nothing else):
 1. the highest Poisson arrival rate at which at least `--attainment` of the requests meet
    both a TTFT and a TPOT SLO, with continuous batching against static (request-level)
    batching of the same engine: same seeded prompts and output lengths, same SLO, same
    `max_num_seqs`. TTFT counts from the *scheduled* arrival (a late driver cannot hide
    queueing); TPOT = (last token - first token) / (tokens - 1). The SLO is set from this
    machine's measured decode step (printed) so the figure means the same on any box.
-   Target: continuous >= 3x static. The rate is found by doubling, then bisection.
+   Target: continuous >= 3x static. Each trial issues `--requests-per-seq` x max_num_seqs
+   requests (enough to saturate the engine: above capacity the queue outgrows the TTFT
+   SLO); the rate doubles from capacity / 8 up to `--cap-x` x the decode-bound capacity,
+   then bisects. A rate that still passes at the cap is reported as "never saturated" (a
+   lower bound), never extrapolated.
 2. the engine's decode tokens/s against a bare torch decode loop of the same model at the
    same batch size (same paged attention, no scheduler, no streaming, tensors stepped in
-   place): target >= 0.8x.
+   place, the tokens read by the host each step): eager, and on cuda with graphs also
+   replaying the engine's captured graphs. The ratio's denominator is the bare loop in the
+   engine's own decode path (graphs against graphs); target >= 0.8x.
 
-    .venv/bin/python benchmarks/llm_serving.py [--model tiny-llm] [--device cpu]
-        [--max-num-seqs 16] [--requests 60] [--batch 16] [--decode-tokens 128]
+    .venv/bin/python benchmarks/llm_serving.py [--model tiny-llm] [--device cpu|cuda]
+        [--max-num-seqs 16] [--requests-per-seq 6] [--batch 16] [--decode-tokens 128]
+        [--cuda-graphs true|false] [--skip-peak] [--json]
 
-The driver is a small open-loop Poisson submitter of its own (a thread that sleeps to each
-scheduled time), reading the engine's emit stamps; it runs in this process.
+The defaults are the short mode (about 30 s on an H100 with tiny-llm). The driver is a small
+open-loop Poisson submitter of its own (a thread that sleeps to each scheduled time), reading
+the engine's emit stamps; it runs in this process.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,7 +74,7 @@ class Slo:
 def _engine(args: argparse.Namespace, scheduler: str) -> LLMEngine:
     config = EngineConfig(max_num_seqs=args.max_num_seqs, scheduler=scheduler,
                           device=args.device, max_num_batched_tokens=512,
-                          enable_prefix_caching=False)
+                          enable_prefix_caching=False, cuda_graphs=args.cuda_graphs == "true")
     engine = LLMEngine.build(args.model, config)
     engine.start()
     return engine
@@ -106,29 +118,59 @@ def trial(engine: LLMEngine, work: Workload, rate: float, slo: Slo, seed: int) -
     return good / count
 
 
+@dataclass
+class Peak:
+    """The outcome of one search: the highest passing rate found, how the search ended, and
+    every trial (rate, attainment)."""
+
+    rate: float | None
+    outcome: str  # "found", "never saturated" (passed at the cap), "never met" (failed at the floor)
+    trials: list[tuple[float, float]]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"req_per_s": self.rate, "outcome": self.outcome,
+                "trials": [{"rate": round(r, 3), "attainment": round(a, 4)}
+                           for r, a in self.trials]}
+
+
 def peak_rate(engine: LLMEngine, work: Workload, slo: Slo, attainment: float,
-              start: float, label: str) -> float:
+              start: float, cap: float, bisections: int, label: str, quiet: bool) -> Peak:
     """The highest rate meeting the attainment: doubling (or halving) from `start` to a
-    bracket, then 4 bisections."""
+    bracket within [start / 64, cap], then `bisections` bisections. A rate that passes at
+    `cap` ends the search as "never saturated" (more requests or a higher cap would be
+    needed), one that fails at the floor as "never met"."""
+    trials: list[tuple[float, float]] = []
 
     def passes(rate: float) -> bool:
         got = trial(engine, work, rate, slo, seed=int(rate * 1000))
-        print(f"  {label:10s} {rate:7.2f} req/s  attainment {got:6.1%}", flush=True)
+        trials.append((rate, got))
+        if not quiet:
+            print(f"  {label:10s} {rate:9.2f} req/s  attainment {got:6.1%}", flush=True)
         return got >= attainment
 
-    low, high = start, start
+    floor = start / 64
     if passes(start):
-        while passes(high * 2):
-            high *= 2
-        low, high = high, high * 2
+        low = start
+        while True:
+            if low >= cap:
+                return Peak(low, "never saturated", trials)
+            high = min(low * 2, cap)
+            if not passes(high):
+                break
+            low = high
     else:
-        while not passes(low / 2) and low > 0.05:
-            low /= 2
-        low, high = low / 2, low
-    for _ in range(4):
+        high = start
+        while True:
+            low = high / 2
+            if low < floor:
+                return Peak(None, "never met", trials)
+            if passes(low):
+                break
+            high = low
+    for _ in range(bisections):
         mid = (low + high) / 2
         low, high = (mid, high) if passes(mid) else (low, mid)
-    return low
+    return Peak(low, "found", trials)
 
 
 def decode_step_ns(engine: LLMEngine, batch: int) -> float:
@@ -178,16 +220,20 @@ def engine_decode_rate(engine: LLMEngine, batch: int, prompt: int, tokens: int) 
     return len(counted) / ((max(counted) - begin) / 1e9)
 
 
-def bare_decode_rate(engine: LLMEngine, batch: int, prompt: int, tokens: int) -> float:
-    """Decode tokens/s of a bare loop: the same model, blocks laid out per sequence."""
+def bare_decode_rate(engine: LLMEngine, batch: int, prompt: int, tokens: int,
+                     graphs: bool) -> float:
+    """Decode tokens/s of a bare loop: the same model, blocks laid out per sequence, the
+    tokens read by the host each step; eager, or replaying the engine's captured graphs
+    (inputs updated on the device, no host buffers)."""
     runner = engine.runner
     model, device, size = runner.model, runner.device, runner.block_size
     per_seq = -(-(prompt + tokens) // size)
-    assert per_seq * batch <= len(runner.kv[0][0]), "raise num_kv_blocks for the bare loop"
+    assert per_seq * batch <= runner.num_blocks, "raise num_kv_blocks for the bare loop"
     tables = torch.arange(batch * per_seq, device=device).view(batch, per_seq)
     rows = torch.arange(batch, device=device)
     prompts = torch.stack([torch.tensor([BOS, *((np.arange(prompt - 1) + b) % 26 + 97)
                                          .tolist()]) for b in range(batch)]).to(device)
+    replayed = runner.graphs if graphs else None
     with torch.inference_mode():
         span = torch.arange(prompt, device=device)
         flat = prompts.reshape(-1)
@@ -199,14 +245,27 @@ def bare_decode_rate(engine: LLMEngine, batch: int, prompt: int, tokens: int) ->
         logits = model(flat, positions, paged).view(batch, prompt, -1)[:, -1]
         token = logits.argmax(-1)
         position = torch.full((batch,), prompt, device=device)
+        if replayed is not None:
+            buffers = runner.decode_buffers
+            buffers.fill([0] * batch, [0] * batch, [buffers.pad_slot] * batch,
+                         tables.tolist(), buffers.max_seqs, buffers.max_blocks)
+            buffers.upload()
         sync(device)
         began = time.perf_counter_ns()
         for _ in range(tokens - 1):
             width = int(position[0]) // size + 1
-            table = tables[:, :width]
             slots = tables[rows, position // size] * size + position % size
-            paged = PagedBatch(runner.kv, slots, table, rows[:, None], position[:, None], rows)
-            token = model(token, position, paged).argmax(-1)
+            if replayed is None:
+                paged = PagedBatch(runner.kv, slots, tables[:, :width], rows[:, None],
+                                   position[:, None], rows)
+                token = model(token, position, paged).argmax(-1)
+            else:
+                bucket = replayed.pick(batch, width)
+                assert bucket is not None, "the bare loop outgrew the captured graphs"
+                buffers.tokens[:batch].copy_(token)
+                buffers.positions[:batch].copy_(position)
+                buffers.slots[:batch].copy_(slots)
+                token = replayed.replay(*bucket)[:batch].argmax(-1)
             token.tolist()  # the host reads the tokens each step, as any server must
             position += 1
         elapsed = time.perf_counter_ns() - began
@@ -218,60 +277,144 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def decode_figures(engine: LLMEngine, args: argparse.Namespace, say: Callable[[str], None]
+                   ) -> dict[str, object]:
+    """Part 2: the engine's decode tokens/s against the bare loops, median of alternated
+    rounds; the ratio's denominator is the bare loop in the engine's own decode path."""
+    graphs = engine.runner.graphs is not None
+    rates: dict[str, list[float]] = {"engine": [], "bare_eager": [], "bare_graphs": []}
+    for _ in range(args.rounds):
+        rates["engine"].append(engine_decode_rate(engine, args.batch, args.prompt_tokens,
+                                                  args.decode_tokens))
+        rates["bare_eager"].append(bare_decode_rate(engine, args.batch, args.prompt_tokens,
+                                                    args.decode_tokens, graphs=False))
+        if graphs:
+            rates["bare_graphs"].append(bare_decode_rate(
+                engine, args.batch, args.prompt_tokens, args.decode_tokens, graphs=True))
+    same = rates["bare_graphs"] if graphs else rates["bare_eager"]
+    ratios = [e / b for e, b in zip(rates["engine"], same, strict=True)]
+    eager_ratios = [e / b for e, b in zip(rates["engine"], rates["bare_eager"], strict=True)]
+    medians = {k: statistics.median(v) if v else None for k, v in rates.items()}
+    say(f"  engine {medians['engine']:9.0f} tok/s   bare eager loop {medians['bare_eager']:9.0f}"
+        f" tok/s" + (f"   bare graph loop {medians['bare_graphs']:9.0f} tok/s" if graphs else ""))
+    say(f"  engine / bare loop ({'graphs' if graphs else 'eager'}, as the engine runs):"
+        f" {statistics.median(ratios):.2f}x (range {min(ratios):.2f}-{max(ratios):.2f};"
+        f" target >= 0.8x); engine / bare eager loop {statistics.median(eager_ratios):.2f}x")
+    return {"batch": args.batch, "prompt_tokens": args.prompt_tokens,
+            "decode_tokens": args.decode_tokens, "rounds": args.rounds,
+            "engine_tokens_per_s": medians["engine"],
+            "bare_eager_tokens_per_s": medians["bare_eager"],
+            "bare_graphs_tokens_per_s": medians["bare_graphs"],
+            "bare_loop": "graphs" if graphs else "eager",
+            "ratio": statistics.median(ratios), "ratio_min": min(ratios),
+            "ratio_max": max(ratios), "ratio_vs_eager": statistics.median(eager_ratios),
+            "target": 0.8, "met": statistics.median(ratios) >= 0.8}
+
+
+def peak_figures(continuous: LLMEngine, args: argparse.Namespace,
+                 say: Callable[[str], None]) -> dict[str, object]:
+    """Part 1: continuous against static batching at the same SLO (stops `continuous`)."""
+    step = decode_step_ns(continuous, args.max_num_seqs)
+    slo = Slo(ttft_ns=int(args.ttft_steps * step), tpot_ns=int(args.tpot_steps * step))
+    requests = args.requests or args.requests_per_seq * args.max_num_seqs
+    work = Workload.draw(requests)
+    capacity = args.max_num_seqs / (statistics.mean(work.outputs) * step / 1e9)
+    start, cap = capacity / 8, capacity * args.cap_x
+    say(f"\n1. peak rate with >= {args.attainment:.0%} of {requests} requests"
+        f" ({args.requests_per_seq} per seat unless --requests) meeting the SLO; decode step at"
+        f" batch {args.max_num_seqs}: {step / 1e6:.3f} ms, so TTFT <= {slo.ttft_ns / 1e6:.2f} ms"
+        f" ({args.ttft_steps:g} steps), TPOT <= {slo.tpot_ns / 1e6:.3f} ms"
+        f" ({args.tpot_steps:g} steps)")
+    say(f"  (decode-bound capacity ~{capacity:.1f} req/s; the search starts at {start:.2f}"
+        f" and stops at {cap:.1f} = {args.cap_x:g}x capacity)")
+    quiet = args.json
+    peaks = {"continuous": peak_rate(continuous, work, slo, args.attainment, start, cap,
+                                     args.bisections, "continuous", quiet)}
+    continuous.stop()
+    static = _engine(args, "static")
+    peaks["static"] = peak_rate(static, work, slo, args.attainment, start, cap, args.bisections,
+                                "static", quiet)
+    static.stop()
+    ratio = _ratio(peaks["continuous"], peaks["static"])
+    for name, peak in peaks.items():
+        shown = f"{peak.rate:.2f} req/s" if peak.rate is not None else "none"
+        say(f"  {name:10s} {shown} ({peak.outcome})")
+    say(f"  continuous / static: {ratio['text']} (target >= 3x)")
+    return {"decode_step_ms": step / 1e6, "requests": requests, "attainment": args.attainment,
+            "slo": {"ttft_ms": slo.ttft_ns / 1e6, "tpot_ms": slo.tpot_ns / 1e6,
+                    "ttft_steps": args.ttft_steps, "tpot_steps": args.tpot_steps},
+            "capacity_req_per_s": capacity, "search_cap_req_per_s": cap,
+            "continuous": peaks["continuous"].as_dict(), "static": peaks["static"].as_dict(),
+            "continuous_over_static": ratio["value"], "ratio_note": ratio["text"],
+            "target": 3.0, "met": ratio["met"]}
+
+
+def _ratio(continuous: Peak, static: Peak) -> dict[str, Any]:
+    """continuous / static, with what the figure can claim when a search did not bracket."""
+    if continuous.rate is None:
+        return {"value": None, "text": "undefined (continuous never met the SLO)", "met": False}
+    if static.rate is None:
+        return {"value": None, "met": True,
+                "text": f"unbounded (static never met the SLO; continuous {continuous.rate:.2f})"}
+    value = continuous.rate / static.rate
+    bound = continuous.outcome == "never saturated"
+    return {"value": value, "met": value >= 3.0,
+            "text": f"{'>= ' if bound else ''}{value:.1f}x"
+                    f"{' (continuous never saturated)' if bound else ''}"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="tiny-llm")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--max-num-seqs", type=int, default=16)
-    parser.add_argument("--requests", type=int, default=60)
+    parser.add_argument("--requests", type=int, default=0,
+                        help="requests per trial (default: --requests-per-seq x max_num_seqs)")
+    parser.add_argument("--requests-per-seq", type=int, default=6,
+                        help="requests per seat when --requests is not given (default 6)")
     parser.add_argument("--attainment", type=float, default=0.9)
     parser.add_argument("--ttft-steps", type=float, default=100,
                         help="TTFT SLO in decode steps at batch max_num_seqs (default 100)")
     parser.add_argument("--tpot-steps", type=float, default=3,
                         help="TPOT SLO in decode steps at batch max_num_seqs (default 3)")
+    parser.add_argument("--cap-x", type=float, default=4.0,
+                        help="the search's highest rate, in decode-bound capacities (default 4)")
+    parser.add_argument("--bisections", type=int, default=3)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--decode-tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cuda-graphs", choices=("true", "false"), default="true")
+    parser.add_argument("--skip-peak", action="store_true", help="part 2 only")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object with every figure (and nothing else)")
     args = parser.parse_args()
-    print(f"model {args.model}, device {args.device}, torch threads {torch.get_num_threads()}",
-          flush=True)
+    began = time.perf_counter()
+
+    def say(line: str) -> None:
+        if not args.json:
+            print(line, flush=True)
 
     continuous = _engine(args, "continuous")
-    print(f"\n2. decode tokens/s at batch {args.batch} ({args.prompt_tokens}-token prompts,"
-          f" {args.decode_tokens} tokens each), median of {args.rounds} alternated rounds")
-    ratios, engine_rates, bare_rates = [], [], []
-    for _ in range(args.rounds):
-        served = engine_decode_rate(continuous, args.batch, args.prompt_tokens,
-                                    args.decode_tokens)
-        bare = bare_decode_rate(continuous, args.batch, args.prompt_tokens, args.decode_tokens)
-        engine_rates.append(served)
-        bare_rates.append(bare)
-        ratios.append(served / bare)
-    print(f"  engine {statistics.median(engine_rates):9.0f} tok/s   bare loop"
-          f" {statistics.median(bare_rates):9.0f} tok/s   ratio {statistics.median(ratios):.2f}x"
-          f" (range {min(ratios):.2f}-{max(ratios):.2f}; target >= 0.8x)", flush=True)
-
-    step = decode_step_ns(continuous, args.max_num_seqs)
-    slo = Slo(ttft_ns=int(args.ttft_steps * step), tpot_ns=int(args.tpot_steps * step))
-    print(f"\n1. peak rate with >= {args.attainment:.0%} of {args.requests} requests meeting"
-          f" the SLO; decode step at batch {args.max_num_seqs}: {step / 1e6:.2f} ms, so"
-          f" TTFT <= {slo.ttft_ns / 1e6:.1f} ms ({args.ttft_steps:g} steps),"
-          f" TPOT <= {slo.tpot_ns / 1e6:.2f} ms ({args.tpot_steps:g} steps)", flush=True)
-    work = Workload.draw(args.requests)
-    capacity = args.max_num_seqs / (statistics.mean(work.outputs) * step / 1e9)
-    start = capacity / 8
-    print(f"  (decode-bound capacity ~{capacity:.1f} req/s; the search starts at {start:.2f})")
-    peaks = {"continuous": peak_rate(continuous, work, slo, args.attainment, start,
-                                     "continuous")}
-    continuous.stop()
-    static = _engine(args, "static")
-    peaks["static"] = peak_rate(static, work, slo, args.attainment, start, "static")
-    static.stop()
-    ratio = peaks["continuous"] / peaks["static"] if peaks["static"] else float("inf")
-    print(f"  continuous {peaks['continuous']:.2f} req/s   static {peaks['static']:.2f} req/s"
-          f"   ratio {ratio:.1f}x (target >= 3x)")
+    info = continuous.describe()
+    say(f"model {args.model}, device {info['device_name']}, torch threads"
+        f" {torch.get_num_threads()}, decode path {info['decode_path']}")
+    say(f"\n2. decode tokens/s at batch {args.batch} ({args.prompt_tokens}-token prompts,"
+        f" {args.decode_tokens} tokens each), median of {args.rounds} alternated rounds")
+    figures: dict[str, object] = {
+        "model": args.model, "device": info["device"], "device_name": info["device_name"],
+        "torch": torch.__version__, "decode_path": info["decode_path"],
+        "max_num_seqs": args.max_num_seqs,
+        "decode": decode_figures(continuous, args, say)}
+    if args.skip_peak:
+        continuous.stop()
+    else:
+        figures["batching"] = peak_figures(continuous, args, say)
+    figures["elapsed_s"] = round(time.perf_counter() - began, 2)
+    say(f"\n(took {figures['elapsed_s']} s)")
+    if args.json:
+        print(json.dumps(figures))
 
 
 if __name__ == "__main__":

@@ -90,10 +90,12 @@ class DecodeBuffers:
         for row, table in enumerate(tables):
             self._tables[row, :len(table)] = table
 
-    def upload(self, stream: torch.cuda.Stream | None) -> None:
-        """Send the host block to the device on `stream` (nothing to do on cpu)."""
-        if self._uploaded is None or stream is None:
+    def upload(self, stream: torch.cuda.Stream | None = None) -> None:
+        """Send the host block to the device on `stream` (default: the current one; nothing
+        to do on cpu)."""
+        if self._uploaded is None:
             return
+        stream = stream or torch.cuda.current_stream(self.device_block.device)
         with torch.cuda.stream(stream):
             self.device_block.copy_(self.host, non_blocking=True)
             self._uploaded.record(stream)
