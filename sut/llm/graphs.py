@@ -95,7 +95,8 @@ class DecodeBuffers:
         to do on cpu)."""
         if self._uploaded is None:
             return
-        stream = stream or torch.cuda.current_stream(self.device_block.device)
+        if stream is None:
+            stream = torch.cuda.current_stream(self.device_block.device)
         with torch.cuda.stream(stream):
             self.device_block.copy_(self.host, non_blocking=True)
             self._uploaded.record(stream)
@@ -165,12 +166,14 @@ class DecodeGraphs:
         for keys, values in self.kv:  # cached keys worth attending to, wiped afterwards
             keys[:used].normal_()
             values[:used].normal_()
+        self.stream.wait_stream(torch.cuda.current_stream(self.stream.device))
         try:
             return self._check_each(tolerance)
         finally:
             for keys, values in self.kv:
                 keys[:used].zero_()
                 values[:used].zero_()
+            torch.cuda.synchronize(self.stream.device)
 
     def _check_each(self, tolerance: float) -> str | None:
         for (rows, width), entry in self._graphs.items():

@@ -162,10 +162,10 @@ class ModelRunner:
             return len(work), widest, False
         return bucket[0], bucket[1], True
 
-    def _decode_forward(self, work: Seq[tuple[Sequence, int]],
-                        shape: tuple[int, int, bool]) -> torch.Tensor:
-        """Fill the buffers, send them, run the step; logits [len(work), vocab]."""
-        rows, width, replay = shape
+    def _stage_decode(self, work: Seq[tuple[Sequence, int]],
+                      shape: tuple[int, int, bool]) -> None:
+        """Fill the decode buffers for `work`, padded to `shape`, and send them."""
+        rows, width, _ = shape
         size = self.block_size
         positions = [seq.computed for seq, _ in work]
         tokens = [seq.prompt[p] if p < len(seq.prompt) else seq.output[p - len(seq.prompt)]
@@ -175,11 +175,21 @@ class ModelRunner:
         buffers = self.decode_buffers
         buffers.fill(tokens, positions, slots, [seq.blocks for seq, _ in work], rows, width)
         buffers.upload(self._stream)
+
+    def _run_decode(self, count: int, shape: tuple[int, int, bool]) -> torch.Tensor:
+        """The staged decode step of `count` sequences: its logits [count, vocab]."""
+        rows, width, replay = shape
         if replay:
             assert self.graphs is not None
-            return self.graphs.replay(rows, width)[:len(work)]
-        logits: torch.Tensor = self.model(*buffers.view(self.kv, rows, width))
-        return logits[:len(work)]
+            return self.graphs.replay(rows, width)[:count]
+        logits: torch.Tensor = self.model(*self.decode_buffers.view(self.kv, rows, width))
+        return logits[:count]
+
+    def _decode_forward(self, work: Seq[tuple[Sequence, int]],
+                        shape: tuple[int, int, bool]) -> torch.Tensor:
+        """Stage and run a decode step; logits [len(work), vocab]."""
+        self._stage_decode(work, shape)
+        return self._run_decode(len(work), shape)
 
     def step(self, work: Seq[tuple[Sequence, int]]) -> tuple[list[int], int]:
         """Run `work`; the sampled token of each sequence whose tokens are now all computed
@@ -217,9 +227,11 @@ class ModelRunner:
             if shape is None:  # the fresh tensors go on the current stream: wait for them
                 inputs = self.batch(work)
                 self._stream.wait_stream(torch.cuda.current_stream(self.device))
+            else:
+                self._stage_decode(work, shape)  # its copy goes on our stream
             with torch.cuda.stream(self._stream):
                 start.record()
-                logits = self._decode_forward(work, shape) if shape is not None \
+                logits = self._run_decode(len(work), shape) if shape is not None \
                     else self.model(*inputs)
                 end.record()
             self._meanwhile()  # the device computes while the host does this
