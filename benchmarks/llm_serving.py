@@ -91,7 +91,7 @@ def trial(engine: LLMEngine, work: Workload, rate: float, slo: Slo, seed: int) -
     done = threading.Event()
     lock = threading.Lock()
 
-    def collect(i: int):
+    def collect(i: int) -> Callable[[Delta], None]:
         def on_output(delta: Delta) -> None:
             if delta.new_tokens:
                 stamps[i].extend([delta.emit_ns] * delta.new_tokens)
@@ -203,7 +203,7 @@ def _bracket(passes: Callable[[float], bool], start: float,
 
 
 def decode_step_ns(engine: LLMEngine, batch: int) -> float:
-    """Mean engine step while `batch` sequences decode (from the step trace)."""
+    """Median engine step while `batch` sequences decode (from the step trace)."""
     done = threading.Event()
     left = [batch]
 
@@ -219,7 +219,7 @@ def decode_step_ns(engine: LLMEngine, batch: int) -> float:
                                                                  ignore_eos=True), on_output)
     done.wait(600)
     steps = [r["duration_ns"] for r in engine.trace if r["decode_seqs"] == batch]
-    return statistics.median(steps)
+    return float(statistics.median(steps))
 
 
 # -- part 2: the engine against a bare decode loop -------------------------------------------
