@@ -5,9 +5,10 @@ device. A decode step (one token per sequence) goes through `DecodeBuffers` (inp
 addresses, one host-to-device copy) and, on cuda with `cuda_graphs`, replays the CUDA graph
 of its bucket (`sut.llm.graphs`); a step with prefill tokens builds its tensors afresh and runs
 eagerly. On cuda the forward runs on a stream of its own, timed with CUDA events; on cpu with
-`perf_counter_ns`. The tokens come back to the host once per step; `while_computing`, when
-set, runs between the launch and that read (on cuda it overlaps the device's work; on cpu it
-runs before the forward), so the caller's host work for the previous step costs no step time.
+`perf_counter_ns`. The tokens come back to the host once per step (on cuda, greedy picks are
+copied into pinned memory behind the forward, without waiting); `while_computing`, when set,
+runs between the launch and that read (on cuda it overlaps the device's work; on cpu it runs
+before the forward), so the caller's host work for the previous step costs no step time.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sut.llm.graphs import DecodeBuffers, DecodeGraphs
 from sut.llm.model import kv_shape
 from sut.llm.sampler import sample
 from sut.llm.sequence import Sequence
+from sut.llm.tokenizer import EOS
 
 __all__ = ["ModelRunner", "resolve_device"]
 
@@ -88,6 +90,8 @@ class ModelRunner:
         self.decode_buffers = DecodeBuffers(max_seqs, max_blocks, block_size, num_blocks,
                                             device)
         self.while_computing: Callable[[], None] | None = None
+        self._picked = torch.zeros(max_seqs, dtype=torch.long,  # greedy tokens land here
+                                   pin_memory=device.type == "cuda")
         self.graphs: DecodeGraphs | None = None
         self.decode_path: dict[str, Any] = self._prepare_graphs(cuda_graphs, kv.max_positions)
 
@@ -234,11 +238,38 @@ class ModelRunner:
                 logits = self._run_decode(len(work), shape) if shape is not None \
                     else self.model(*inputs)
                 end.record()
+                landed = self._greedy_to_host(logits, ends, done)
             self._meanwhile()  # the device computes while the host does this
-            with torch.cuda.stream(self._stream):
-                picked = sample(logits[ends], done) if ends else []  # syncs (tolist)
+            if landed is not None:
+                landed.synchronize()
+                picked = self._picked[:len(ends)].tolist()
+            else:
+                with torch.cuda.stream(self._stream):
+                    picked = sample(logits[ends], done) if ends else []  # syncs (tolist)
         end.synchronize()
         return picked, int(start.elapsed_time(end) * 1e6)
+
+    def _greedy_to_host(self, logits: torch.Tensor, ends: list[int],
+                        done: list[Sequence]) -> torch.cuda.Event | None:
+        """Start the greedy picks on the device and their copy into pinned memory, without
+        waiting; the event that says they landed. The rule is `sample`'s for greedy rows (EOS
+        masked where it would not end the sequence, then argmax); None, leaving the step to
+        `sample`, when a row samples, when EOS is masked in some rows only, or when nothing
+        is picked."""
+        if not ends or len(ends) > len(self._picked) \
+                or any(seq.params.temperature > 0 for seq in done):
+            return None
+        allowed = {seq.eos_allowed() for seq in done}
+        if len(allowed) > 1:
+            return None
+        rows = logits if ends == list(range(logits.shape[0])) else logits[ends]
+        if allowed == {False}:
+            rows = rows.clone()
+            rows[:, EOS] = float("-inf")
+        self._picked[:len(ends)].copy_(rows.argmax(dim=-1), non_blocking=True)
+        landed = torch.cuda.Event()
+        landed.record()
+        return landed
 
     def _meanwhile(self) -> None:
         if self.while_computing is not None:

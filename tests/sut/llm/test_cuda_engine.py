@@ -98,3 +98,16 @@ def test_a_graph_failing_its_check_leaves_decode_eager_with_the_reason(
     assert engine.runner.graphs is None
     results = Runner(engine).run(PROMPTS[:3], PARAMS)
     assert tuple(r.text for r in results) == _cpu_reference("tiny-llm")[:3]
+
+
+def test_greedy_picks_read_from_pinned_memory_keep_the_eos_rules(cuda_engine) -> None:
+    params = SamplingParams(max_tokens=30, min_tokens=5)  # EOS masked for 5 tokens, then not
+    engine = cuda_engine("tiny-llm", max_num_seqs=6)
+    assert engine.runner._picked.is_pinned()
+    results = Runner(engine).run(PROMPTS, params)
+    cpu = load_causal_model("tiny-llm", 0, "cpu")
+    assert [r.text for r in results] == [
+        decode(greedy_decode(cpu, p, 30, ignore_eos=False, min_tokens=5)) for p in PROMPTS]
+    sampled = Runner(engine).run(PROMPTS[:4], SamplingParams(max_tokens=12, temperature=0.8,
+                                                             seed=3, ignore_eos=True))
+    assert all(r.last.output_tokens == 12 for r in sampled)  # the sampler's own path
