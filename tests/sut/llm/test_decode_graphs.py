@@ -13,9 +13,10 @@ import torch
 from sut.llm.config import EngineConfig
 from sut.llm.engine import LLMEngine
 from sut.llm.graphs import DecodeBuffers, bucket_for, buckets, compare_logits
+from sut.llm.reference import greedy_decode
 from sut.llm.sequence import Delta, SamplingParams, Sequence
-from sut.llm.tokenizer import encode
-from tests.sut.llm.test_engine import GREEDY, PROMPTS, _expected
+from sut.llm.tokenizer import decode, encode
+from tests.sut.llm.test_engine import GREEDY, PROMPTS
 
 
 @pytest.mark.parametrize(("limit", "sizes"), [
@@ -169,10 +170,7 @@ def _run(engine: LLMEngine, prompts: list[list[int]], params: SamplingParams = G
     return texts
 
 
-class _Wrapped:
-    def __init__(self, engine: LLMEngine) -> None:
-        self.engine = engine
-
-
 def _expected_for(engine: LLMEngine, prompts: list[list[int]]) -> list[str]:
-    return list(_expected(_Wrapped(engine), prompts))
+    model = engine.runner.model
+    return [decode(greedy_decode(model, p, GREEDY.max_tokens, GREEDY.ignore_eos))
+            for p in prompts]
