@@ -31,6 +31,7 @@ the engine's emit stamps; it runs in this process.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import threading
@@ -80,8 +81,23 @@ def _engine(args: argparse.Namespace, scheduler: str) -> LLMEngine:
     return engine
 
 
-def trial(engine: LLMEngine, work: Workload, rate: float, slo: Slo, seed: int) -> float:
-    """Attainment of the SLO at `rate` requests/s (open loop, Poisson arrivals)."""
+@dataclass(frozen=True)
+class Trial:
+    """One trial at `rate` req/s: the fraction meeting both SLOs, each SLO, and the medians."""
+
+    rate: float
+    attainment: float
+    ttft_met: float
+    tpot_met: float
+    ttft_p50_ms: float
+    tpot_p50_ms: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {key: round(value, 4) for key, value in dataclasses.asdict(self).items()}
+
+
+def trial(engine: LLMEngine, work: Workload, rate: float, slo: Slo, seed: int) -> Trial:
+    """The SLO's attainment at `rate` requests/s (open loop, Poisson arrivals)."""
     count = len(work.prompts)
     gaps = np.random.default_rng(seed).exponential(1.0 / rate, count)
     start = time.perf_counter_ns() + 20_000_000
@@ -110,12 +126,12 @@ def trial(engine: LLMEngine, work: Workload, rate: float, slo: Slo, seed: int) -
                                                       ignore_eos=True, temperature=0.0),
                       collect(i))
     done.wait(600)
-    good = 0
-    for i in range(count):
-        ttft = stamps[i][0] - scheduled[i]
-        tpot = (stamps[i][-1] - stamps[i][0]) / max(1, len(stamps[i]) - 1)
-        good += ttft <= slo.ttft_ns and tpot <= slo.tpot_ns
-    return good / count
+    ttft = np.array([stamps[i][0] - scheduled[i] for i in range(count)])
+    tpot = np.array([(s[-1] - s[0]) / max(1, len(s) - 1) for s in stamps])
+    ttft_met, tpot_met = ttft <= slo.ttft_ns, tpot <= slo.tpot_ns
+    return Trial(rate, float((ttft_met & tpot_met).mean()), float(ttft_met.mean()),
+                 float(tpot_met.mean()), float(np.median(ttft)) / 1e6,
+                 float(np.median(tpot)) / 1e6)
 
 
 @dataclass
@@ -126,60 +142,85 @@ class Peak:
     rate: float | None
     failed_at: float | None
     outcome: str  # found, never saturated (passed at the cap), never met, out of time
-    trials: list[tuple[float, float]]
+    trials: list[Trial]
 
     def as_dict(self) -> dict[str, object]:
         return {"req_per_s": self.rate, "lowest_failing_req_per_s": self.failed_at,
-                "outcome": self.outcome,
-                "trials": [{"rate": round(r, 3), "attainment": round(a, 4)}
-                           for r, a in self.trials]}
+                "outcome": self.outcome, "trials": [t.as_dict() for t in self.trials]}
 
 
 class _OutOfTime(Exception):
     """The next trial would end past the search's deadline."""
 
 
-def peak_rate(engine: LLMEngine, work: Workload, slo: Slo, attainment: float, start: float,
-              cap: float, bisections: int, budget_s: float, label: str, quiet: bool) -> Peak:
-    """The highest rate meeting the attainment: doubling (or halving) from `start` to a
-    bracket within [start / 64, cap], then `bisections` bisections, within `budget_s` (the
-    first trial always runs). A rate
-    that passes at `cap` ends the search "never saturated" (a lower bound: more requests or
-    a higher cap would be needed); one failing at the floor "never met"; a trial that would
-    overrun the budget (len(work) / rate seconds) is not started ("out of time")."""
-    trials: list[tuple[float, float]] = []
-    deadline = time.perf_counter() + budget_s
+@dataclass(frozen=True)
+class Search:
+    """How a peak search runs: from `start` by doubling up to `cap` (or halving down to
+    start / 64), then `bisections` bisections, within `budget_s`; a rate passes when its
+    attainment is at least `attainment`."""
+
+    start: float
+    cap: float
+    bisections: int
+    budget_s: float
+    attainment: float
+
+
+def peak_rate(attain: Callable[[float], Trial], trial_s: Callable[[float], float],
+              search: Search, report: Callable[[Trial], None] | None = None) -> Peak:
+    """The highest rate at which `attain(rate)` (one trial) meets the attainment. A
+    rate that passes at the cap ends the search "never saturated" (a lower bound: more
+    requests or a higher cap would be needed); one failing at the floor "never met"; a trial
+    that would overrun the budget (`trial_s(rate)` seconds from now; the first always runs)
+    is not started ("out of time")."""
+    trials: list[Trial] = []
+    deadline = time.perf_counter() + search.budget_s
     passed: list[float] = []
     failed: list[float] = []
 
     def passes(rate: float) -> bool:
-        if trials and time.perf_counter() + len(work.prompts) / rate > deadline:
+        if trials and time.perf_counter() + trial_s(rate) > deadline:
             raise _OutOfTime
-        got = trial(engine, work, rate, slo, seed=int(rate * 1000))
-        trials.append((rate, got))
-        if not quiet:
-            print(f"  {label:10s} {rate:9.2f} req/s  attainment {got:6.1%}", flush=True)
-        (passed if got >= attainment else failed).append(rate)
-        return got >= attainment
+        got = attain(rate)
+        trials.append(got)
+        if report is not None:
+            report(got)
+        ok = got.attainment >= search.attainment
+        (passed if ok else failed).append(rate)
+        return ok
 
     def peak(outcome: str) -> Peak:
         return Peak(max(passed, default=None), min(failed, default=None), outcome, trials)
 
     try:
-        low, high = _bracket(passes, start, cap)
+        low, high = _bracket(passes, search.start, search.cap)
     except _OutOfTime:
         return peak("out of time")
     if low is None:
         return peak("never met")
     if high is None:
         return peak("never saturated")
-    for _ in range(bisections):
+    for _ in range(search.bisections):
         mid = (low + high) / 2
         try:
             low, high = (mid, high) if passes(mid) else (low, mid)
         except _OutOfTime:
             break
     return peak("found")
+
+
+def engine_peak(engine: LLMEngine, work: Workload, slo: Slo, search: Search, label: str,
+                quiet: bool) -> Peak:
+    """`peak_rate` over trials of `work` on `engine` (a trial takes len(work) / rate s)."""
+
+    def report(got: Trial) -> None:
+        print(f"  {label:10s} {got.rate:9.2f} req/s  attainment {got.attainment:6.1%}"
+              f" (TTFT met {got.ttft_met:6.1%}, p50 {got.ttft_p50_ms:8.2f} ms;"
+              f" TPOT met {got.tpot_met:6.1%}, p50 {got.tpot_p50_ms:7.3f} ms)", flush=True)
+
+    return peak_rate(lambda rate: trial(engine, work, rate, slo, seed=int(rate * 1000)),
+                     lambda rate: len(work.prompts) / rate, search,
+                     None if quiet else report)
 
 
 def _bracket(passes: Callable[[float], bool], start: float,
@@ -359,12 +400,11 @@ def peak_figures(continuous: LLMEngine, args: argparse.Namespace,
         f" and stops at {cap:.1f} = {args.cap_x:g}x capacity)")
     quiet = args.json
     budget = (args.search_s or (20.0 if args.device == "cuda" else 600.0)) / 2
-    peaks = {"continuous": peak_rate(continuous, work, slo, args.attainment, start, cap,
-                                     args.bisections, budget, "continuous", quiet)}
+    search = Search(start, cap, args.bisections, budget, args.attainment)
+    peaks = {"continuous": engine_peak(continuous, work, slo, search, "continuous", quiet)}
     continuous.stop()
     static = _engine(args, "static")
-    peaks["static"] = peak_rate(static, work, slo, args.attainment, start, cap, args.bisections,
-                                budget, "static", quiet)
+    peaks["static"] = engine_peak(static, work, slo, search, "static", quiet)
     static.stop()
     ratio = _ratio(peaks["continuous"], peaks["static"])
     for name, peak in peaks.items():

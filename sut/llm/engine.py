@@ -9,8 +9,8 @@ prefill chunks, decode one token for every running sequence), run it, append the
 tokens, retire finished sequences (their blocks freed at once), register newly full blocks
 for prefix caching, and hand each request its `Delta` through its callback, on this thread;
 an asyncio caller forwards it with `loop.call_soon_threadsafe`. A step's deltas go out while
-the next step computes (the runner's `while_computing`), or before the loop idles, applies a
-cancellation or stops; each keeps the time its tokens were read. The waiting queue is bounded
+the next step computes (the runner's `while_computing`), before the loop idles, and before
+any request ends otherwise (cancel, error, stop); each keeps the time its tokens were read. The waiting queue is bounded
 (`max_waiting`): one more request raises `Overloaded` (a 429 on the wire).
 
 `observer`, when given, sees every step (`step(record)`) and every finished request
@@ -205,8 +205,8 @@ class LLMEngine:
 
     def _intake(self) -> bool:
         """Take new requests and cancellations; wait while idle; False once stopping."""
-        if not self._live or self._cancels or self._stopping:
-            self._send()  # nothing will compute soon, or an abort must follow these deltas
+        if not self._live:
+            self._send()  # nothing will compute soon
         with self._lock:
             while not (self._inbox or self._cancels or self._stopping or self._live):
                 self._lock.wait()
@@ -217,8 +217,6 @@ class LLMEngine:
         for seq in inbox:
             self._live[seq.request_id] = seq
             self.scheduler.add(seq)
-        if cancels:
-            self._send()
         for request_id in cancels:
             cancelled = self._live.pop(request_id, None)
             if cancelled is not None:
@@ -272,6 +270,7 @@ class LLMEngine:
                 seq.on_output(delta)
 
     def _finish(self, seq: Sequence, reason: str, now: int, error: str | None = None) -> None:
+        self._send()  # a request's last delta follows every one it is owed
         seq.finish_reason = reason
         seq.on_output(Delta(seq.request_id, "", 0, len(seq.prompt), len(seq.output), now,
                             reason, error, seq.timings(now)))
