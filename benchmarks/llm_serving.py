@@ -1,7 +1,7 @@
 """LLM serving on the built-in engine: what continuous batching buys, what the engine costs.
 
 Prints, in one run (CPU by default; `--device cuda` on a GPU; `--json`: one JSON object with
-every figure and nothing else):
+every figure on stdout, the text on stderr):
 1. the highest Poisson arrival rate at which at least `--attainment` of the requests meet
    both a TTFT and a TPOT SLO, with continuous batching against static (request-level)
    batching of the same engine: same seeded prompts and output lengths, same SLO, same
@@ -34,6 +34,7 @@ import argparse
 import dataclasses
 import json
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -211,16 +212,18 @@ def peak_rate(attain: Callable[[float], Trial], trial_s: Callable[[float], float
 
 def engine_peak(engine: LLMEngine, work: Workload, slo: Slo, search: Search, label: str,
                 quiet: bool) -> Peak:
-    """`peak_rate` over trials of `work` on `engine` (a trial takes len(work) / rate s)."""
+    """`peak_rate` over trials of `work` on `engine` (a trial takes len(work) / rate s);
+    each trial is printed, on stderr when `quiet`."""
 
     def report(got: Trial) -> None:
         print(f"  {label:10s} {got.rate:9.2f} req/s  attainment {got.attainment:6.1%}"
               f" (TTFT met {got.ttft_met:6.1%}, p50 {got.ttft_p50_ms:8.2f} ms;"
-              f" TPOT met {got.tpot_met:6.1%}, p50 {got.tpot_p50_ms:7.3f} ms)", flush=True)
+              f" TPOT met {got.tpot_met:6.1%}, p50 {got.tpot_p50_ms:7.3f} ms)",
+              file=sys.stderr if quiet else sys.stdout, flush=True)
 
     return peak_rate(lambda rate: trial(engine, work, rate, slo, seed=int(rate * 1000)),
                      lambda rate: len(work.prompts) / rate, search,
-                     None if quiet else report)
+                     report)
 
 
 def _bracket(passes: Callable[[float], bool], start: float,
@@ -476,9 +479,8 @@ def main() -> None:
     args = parser.parse_args()
     began = time.perf_counter()
 
-    def say(line: str) -> None:
-        if not args.json:
-            print(line, flush=True)
+    def say(line: str) -> None:  # under --json the text goes to stderr, a log of the run
+        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
     continuous = _engine(args, "continuous")
     info = continuous.describe()
