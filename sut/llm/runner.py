@@ -5,8 +5,8 @@ device. A decode step (one token per sequence) goes through `DecodeBuffers` (inp
 addresses, one host-to-device copy) and, on cuda with `cuda_graphs`, replays the CUDA graph
 of its bucket (`sut.llm.graphs`); a step with prefill tokens builds its tensors afresh and runs
 eagerly. On cuda the forward runs on a stream of its own, timed with CUDA events; on cpu with
-`perf_counter_ns`. The tokens come back to the host once per step (on cuda, greedy picks are
-copied into pinned memory behind the forward, without waiting); `while_computing`, when set,
+`perf_counter_ns`. The tokens come back to the host once per step (greedy picks are taken on
+the device; on cuda copied into pinned memory behind the forward, without waiting); `while_computing`, when set,
 runs between the launch and that read (on cuda it overlaps the device's work; on cpu it runs
 before the forward), so the caller's host work for the previous step costs no step time.
 """
@@ -212,7 +212,9 @@ class ModelRunner:
             began = time.perf_counter_ns()
             with torch.inference_mode():
                 logits = self._forward(work, shape)
-                picked = sample(logits[ends], done) if ends else []
+                greedy = _greedy(logits, ends, done)
+                picked = greedy.tolist() if greedy is not None \
+                    else sample(_rows(logits, ends), done) if ends else []
             return picked, time.perf_counter_ns() - began
         return self._step_cuda(work, shape, ends, done)
 
@@ -245,28 +247,20 @@ class ModelRunner:
                 picked = self._picked[:len(ends)].tolist()
             else:
                 with torch.cuda.stream(self._stream):
-                    picked = sample(logits[ends], done) if ends else []  # syncs (tolist)
+                    picked = sample(_rows(logits, ends), done) if ends else []  # syncs
         end.synchronize()
         return picked, int(start.elapsed_time(end) * 1e6)
 
     def _greedy_to_host(self, logits: torch.Tensor, ends: list[int],
                         done: list[Sequence]) -> torch.cuda.Event | None:
-        """Start the greedy picks on the device and their copy into pinned memory, without
-        waiting; the event that says they landed. The rule is `sample`'s for greedy rows (EOS
-        masked where it would not end the sequence, then argmax); None, leaving the step to
-        `sample`, when a row samples, when EOS is masked in some rows only, or when nothing
-        is picked."""
-        if not ends or len(ends) > len(self._picked) \
-                or any(seq.params.temperature > 0 for seq in done):
+        """Start the greedy picks and their copy into pinned memory, without waiting; the
+        event that says they landed, or None when `sample` must pick (see `_greedy`)."""
+        if len(ends) > len(self._picked):
             return None
-        allowed = {seq.eos_allowed() for seq in done}
-        if len(allowed) > 1:
+        greedy = _greedy(logits, ends, done)
+        if greedy is None:
             return None
-        rows = logits if ends == list(range(logits.shape[0])) else logits[ends]
-        if allowed == {False}:
-            rows = rows.clone()
-            rows[:, EOS] = float("-inf")
-        self._picked[:len(ends)].copy_(rows.argmax(dim=-1), non_blocking=True)
+        self._picked[:len(ends)].copy_(greedy, non_blocking=True)
         landed = torch.cuda.Event()
         landed.record()
         return landed
@@ -274,3 +268,28 @@ class ModelRunner:
     def _meanwhile(self) -> None:
         if self.while_computing is not None:
             self.while_computing()
+
+
+def _rows(logits: torch.Tensor, ends: list[int]) -> torch.Tensor:
+    """The logits rows `ends` (every row, as is, for a decode step; no list indexing, which
+    torch runs far slower than `index_select`)."""
+    if ends == list(range(logits.shape[0])):
+        return logits
+    return logits.index_select(0, torch.tensor(ends, device=logits.device))
+
+
+def _greedy(logits: torch.Tensor, ends: list[int], done: list[Sequence]) -> torch.Tensor | None:
+    """The greedy picks of rows `ends` on the logits' device, by `sample`'s rule for greedy
+    rows (EOS masked where it would not end the sequence, then argmax); None when a row
+    samples, when EOS is masked in some rows only, or when nothing is picked: `sample` then
+    decides."""
+    if not ends or any(seq.params.temperature > 0 for seq in done):
+        return None
+    allowed = {seq.eos_allowed() for seq in done}
+    if len(allowed) > 1:
+        return None
+    rows = _rows(logits, ends)
+    if allowed == {False}:
+        rows = rows.clone()
+        rows[:, EOS] = float("-inf")
+    return rows.argmax(dim=-1)
