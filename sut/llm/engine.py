@@ -10,8 +10,9 @@ tokens, retire finished sequences (their blocks freed at once), register newly f
 for prefix caching, and hand each request its `Delta` through its callback, on this thread;
 an asyncio caller forwards it with `loop.call_soon_threadsafe`. A step's deltas go out while
 the next step computes (the runner's `while_computing`), before the loop idles, and before
-any request ends otherwise (cancel, error, stop); each keeps the time its tokens were read. The waiting queue is bounded
-(`max_waiting`): one more request raises `Overloaded` (a 429 on the wire).
+any request ends otherwise (cancel, error, stop); each keeps the time its tokens were read.
+The waiting queue is bounded (`max_waiting`): one more request raises `Overloaded` (a 429 on
+the wire).
 
 `observer`, when given, sees every step (`step(record)`) and every finished request
 (`finished(timings, token_ns, reason)`): the metrics hook. The last `trace_steps` step records are
