@@ -29,7 +29,7 @@ from http_client import MODEL, serve  # the canned OIP server (a sibling benchma
 
 from loadgen.api import run_test
 from loadgen.campaigns.calibrate import find_ceiling
-from loadgen.engine.processes import LocalProcesses
+from loadgen.engine.workers.processes import LocalProcesses
 from loadgen.engine.workers.ray_actors import RayEngine
 from loadgen.plan.settings import load_settings
 

@@ -43,11 +43,11 @@ from typing import Any, Self
 
 import numpy as np
 
-from loadgen.adapters.llmstream import Exchange
 from loadgen.adapters.openai import OpenAISut
-from loadgen.adapters.streamhttp import StreamConnection, StreamPool
+from loadgen.adapters.streaming import Exchange
 from loadgen.adapters.tokencount import ChunkCounter
 from loadgen.adapters.tokens import Prompt, TokenStream
+from loadgen.adapters.wire.streamhttp import StreamConnection, StreamPool
 from loadgen.engine.session import run_loop
 
 WORDS = [" " + "".join(chr(97 + (i // 26 ** k) % 26) for k in range(3)) for i in range(1000)]

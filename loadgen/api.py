@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.engine.processes import WORKERS_DIR, LocalProcesses, merge_logs
-from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome, run_loop, run_session
-from loadgen.engine.workers.base import Engine
+from loadgen.engine.workers.base import WORKERS_DIR, Engine
 from loadgen.engine.workers.driver import run_workers
 from loadgen.engine.workers.live import LiveView
+from loadgen.engine.workers.processes import LocalProcesses, merge_logs
 from loadgen.errors import SettingsError
 from loadgen.judge.distributed import distributed_verdict
 from loadgen.judge.energy import EnergyFigures, energy_figures, output_tokens_of
@@ -30,6 +29,7 @@ from loadgen.plan.schedule import describe_schedule, save_schedule
 from loadgen.plan.settings import TestSettings
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, open_meter
+from loadgen.record.progress import Progress
 from loadgen.report.environment import environment
 from loadgen.report.result import RunResult, write_result
 from loadgen.report.summary import write_summary

@@ -11,9 +11,18 @@ read: module level, inside functions, under `if TYPE_CHECKING`, in `try` blocks,
 - oipwire: only the standard library, numpy and itself (`oipwire.proto` also protobuf and grpc).
 - no import cycle among the modules of the three packages (function-local imports included).
 - each module imports alone in a fresh interpreter.
+- tests mirror the stage folders: `tests/loadgen/<stage>/test_<module>[_<more>].py` names a
+  module of `loadgen/<stage>/`; a file directly in `tests/loadgen/` names a module of the package
+  face or a top-level stage (`test_face.py` is the face's); the feature suites (`FEATURE_SUITES`)
+  cross stages and keep their own names.
+- `NEVER`: pairs of folders where the first never reaches the second, directly or through
+  other modules (records live below their readers; transport stays below protocol).
 
 An import `from P import N` counts as an import of the module `P.N` when that is a module, else
-of `P`. Parent packages run on any import of a submodule, but are not counted as imported by it.
+of `P`; when `P` is a package, it counts as an import of the package (its `__init__`) as well, so
+a package whose `__init__` imports a module that reads a sibling off the package is a cycle
+(`loadgen.cli` -> `cli.main` -> `cli.analysis` -> `loadgen.cli` was one). Other imports of a
+submodule run its parent packages too, but do not count as imports of them.
 """
 
 from __future__ import annotations
@@ -49,6 +58,15 @@ STAGES: tuple[tuple[str, str], ...] = (
 FACE = ("loadgen", "loadgen.__main__")  # the package face: may import anything, imported by none
 SUT_IMPORTERS = ("loadgen.adapters.inprocess", "loadgen.adapters.llm",
                  "loadgen.cli.serve")  # the in-process adapters, serve
+# (from, to): no module under `from` reaches one under `to`, even through others.
+NEVER: tuple[tuple[str, str], ...] = (
+    ("loadgen.judge", "loadgen.engine"),  # the verdict reads records, never the machinery
+    ("loadgen.live", "loadgen.engine"),  # live views read records (`record.progress`)
+    ("loadgen.campaigns", "loadgen.live"),  # campaigns plan runs; watching one is live's job
+    ("loadgen.adapters.wire", "loadgen.adapters"),  # transport never reaches up into protocol
+)
+# test folders of tests/loadgen named for a feature, not a stage: exempt from the mirror rule
+FEATURE_SUITES = ("distributed", "energy", "llm", "llm_wire", "mlperf", "ux")
 OIPWIRE_THIRD_PARTY = ("numpy",)
 OIPWIRE_PROTO_THIRD_PARTY = ("numpy", "google.protobuf", "grpc")
 
@@ -92,6 +110,10 @@ def _resolve(module: str, path: Path, level: int, name: str | None) -> str:
     return ".".join(base + ([name] if name else []))
 
 
+def _is_package(name: str) -> bool:
+    return name in SOURCES and SOURCES[name].name == "__init__.py"
+
+
 def _imports(module: str, path: Path) -> Iterator[Import]:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     for node in ast.walk(tree):
@@ -103,6 +125,8 @@ def _imports(module: str, path: Path) -> Iterator[Import]:
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
                 yield Import(module, path, node.lineno, sub if sub in SOURCES else base)
+                if sub in SOURCES and _is_package(base) and base != module:
+                    yield Import(module, path, node.lineno, base)  # N is read off P's __init__
         elif (isinstance(node, ast.Call) and node.args
               and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
               and (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module"
@@ -236,6 +260,12 @@ def test_cycle_finder_by_hand():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
+def test_from_a_package_import_counts_the_package_init():
+    targets = {imp.target for imp in _imports("loadgen.cli.analysis", SOURCES["loadgen.cli.analysis"])}
+    assert {"loadgen.cli.helptext", "loadgen.cli"} <= targets  # `from loadgen.cli import helptext`
+    assert "loadgen.cli.exits" in targets and "loadgen" not in targets
+
+
 def test_no_import_cycles():
     edges: dict[str, set[str]] = {module: set() for module in SOURCES}
     lines: dict[tuple[str, str], str] = {}
@@ -247,6 +277,88 @@ def test_no_import_cycles():
     described = [" -> ".join(c) + "\n    (" + ", ".join(
         lines[(a, b)] for a, b in itertools.pairwise(c)) + ")" for c in cycles]
     assert not cycles, "import cycles:\n" + "\n".join(described)
+
+
+def _import_edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {module: set() for module in SOURCES}
+    for imp in ALL_IMPORTS:
+        if imp.target in SOURCES and imp.target != imp.module:
+            edges[imp.module].add(imp.target)
+    return edges
+
+
+def _reached(start: str, edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Every module `start` reaches, with one shortest path to it."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt in sorted(edges[node]):
+                if nxt not in paths:
+                    paths[nxt] = paths[node] + [nxt]
+                    following.append(nxt)
+        frontier = following
+    del paths[start]
+    return paths
+
+
+def test_reach_by_hand():
+    edges = {"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a"}}
+    assert _reached("a", edges) == {"b": ["a", "b"], "c": ["a", "b", "c"]}
+    assert _reached("c", edges) == {}
+
+
+def test_never_table_holds():
+    edges = _import_edges()
+    for source, target in NEVER:
+        assert any(_within(m, source) for m in SOURCES), f"NEVER names no module: {source}"
+        assert any(_within(m, target) for m in SOURCES), f"NEVER names no module: {target}"
+    bad = []
+    for source, target in NEVER:
+        for module in sorted(m for m in SOURCES if _within(m, source)):
+            for reached, path in _reached(module, edges).items():
+                if _within(reached, target) and not _within(reached, source):
+                    bad.append(f"{source} reaches {target}: {' -> '.join(path)}")
+                    break
+    assert not bad, "imports the NEVER table forbids:\n" + "\n".join(bad)
+
+
+def _named_module(test: Path) -> str | None:
+    """The loadgen module a test file under tests/loadgen/ names, or None."""
+    folder = test.parent.relative_to(ROOT / "tests" / "loadgen").parts
+    package = ".".join(("loadgen", *folder))
+    stem = test.stem.removeprefix("test_")
+    names = {m.rsplit(".", 1)[-1]: m for m in SOURCES if m.rpartition(".")[0] == package}
+    if not folder:
+        names["face"] = "loadgen"
+    fits = [name for name in names if stem == name or stem.startswith(name + "_")]
+    return names[max(fits, key=len)] if fits else None
+
+
+def test_mirror_rule_by_hand():
+    tests = ROOT / "tests" / "loadgen"
+    assert _named_module(tests / "engine" / "workers" / "test_processes.py") == (
+        "loadgen.engine.workers.processes")
+    assert _named_module(tests / "adapters" / "test_http_functional.py") == "loadgen.adapters.http"
+    assert _named_module(tests / "test_face.py") == "loadgen"
+    assert _named_module(tests / "record" / "test_record.py") is None
+    assert _named_module(tests / "test_metrics.py") is None
+
+
+def test_tests_mirror_the_stage_folders():
+    tests = ROOT / "tests" / "loadgen"
+    missing = [suite for suite in FEATURE_SUITES if not (tests / suite).is_dir()]
+    assert not missing, f"FEATURE_SUITES names no folder: {missing}"
+    bad = []
+    for test in sorted(tests.rglob("test_*.py")):
+        folder = test.parent.relative_to(tests).parts
+        if folder and folder[0] in FEATURE_SUITES:
+            continue
+        if _named_module(test) is None:
+            bad.append(f"{test.relative_to(ROOT)}: names no module of "
+                       f"loadgen/{'/'.join(folder)}")
+    assert not bad, "test files that mirror no module:\n" + "\n".join(bad)
 
 
 _IMPORT_EACH = """

@@ -6,7 +6,7 @@ POST /v2/models/MODEL[/versions/V]/generate_stream with `{"text_input": ..., "pa
 {"stream": true, "max_tokens": N, ...}}`; each SSE event is a JSON object whose `text_output`
 is the text of that step (a chunk with non-empty text carries tokens), or `{"error": ...}`
 (an in-band failure: Triton sets the status before inference ends). The extension reports no
-token usage, so counts are the client's (`tokenizer=`). Options, besides `llmstream.KEYS`:
+token usage, so counts are the client's (`tokenizer=`). Options, besides `streaming.KEYS`:
 
     version=V              model version (default: the server's choice)
     max_tokens_at=parameters   where `max_tokens` goes: parameters, or top (a top-level
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loadgen.adapters.history import Exchanged, transcript
-from loadgen.adapters.llmstream import (
+from loadgen.adapters.streaming import (
     KEYS,
     Exchange,
     StreamError,
@@ -31,8 +31,8 @@ from loadgen.adapters.llmstream import (
     error_message,
     learn,
 )
-from loadgen.adapters.remote import Endpoint
 from loadgen.adapters.tokens import Prompt
+from loadgen.adapters.wire.endpoint import Endpoint
 from loadgen.errors import SutSpecError
 
 __all__ = ["GENERATE_KEYS", "GenerateSut"]

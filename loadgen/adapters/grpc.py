@@ -41,17 +41,16 @@ import grpc  # type: ignore[import-untyped]
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink, Timers
-from loadgen.adapters.remote import (
+from loadgen.adapters.oip import (
     COMMON_KEYS,
-    Endpoint,
-    Job,
-    Pending,
     Samples,
     add_network,
     metadata_inputs,
     report_done,
     report_failed,
 )
+from loadgen.adapters.wire.endpoint import Endpoint
+from loadgen.adapters.wire.queueing import Job, Pending
 from loadgen.errors import SutError, SutSpecError
 from oipwire.errors import ProtocolError
 from oipwire.grpc_fields import tensor_to_contents

@@ -50,18 +50,16 @@ from typing import Any
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink, Timers
-from loadgen.adapters.fasthttp import HttpPool, fetch, request_bytes
-from loadgen.adapters.remote import (
+from loadgen.adapters.oip import (
     COMMON_KEYS,
-    Endpoint,
-    Job,
     Samples,
-    Tag,
     metadata_inputs,
     report_done,
     report_failed,
-    tls_context,
 )
+from loadgen.adapters.wire.endpoint import Endpoint, tls_context
+from loadgen.adapters.wire.fasthttp import HttpPool, fetch, request_bytes
+from loadgen.adapters.wire.queueing import Job, Tag
 from loadgen.errors import SutError, SutSpecError
 from oipwire.codec import HEADER_LENGTH, encode_request
 from oipwire.messages import InferRequest

@@ -3,7 +3,7 @@
     openai://HOST[:PORT]/MODEL[?key=value&...]     (openais:// for TLS; port 80/443 by default)
 
 Options (query-string keys; an unknown key is a SutSpecError naming it), besides those of
-`llmstream.KEYS` (see the README):
+`streaming.KEYS` (see the README):
 
     endpoint=chat          chat (messages) or completions (prompt)
     base=/v1               the API's path prefix
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loadgen.adapters.history import Exchanged, transcript
-from loadgen.adapters.llmstream import (
+from loadgen.adapters.streaming import (
     KEYS,
     Exchange,
     StreamError,
@@ -35,8 +35,8 @@ from loadgen.adapters.llmstream import (
     error_message,
     learn,
 )
-from loadgen.adapters.remote import Endpoint
 from loadgen.adapters.tokens import Prompt
+from loadgen.adapters.wire.endpoint import Endpoint
 from loadgen.errors import SutSpecError
 
 __all__ = ["OPENAI_KEYS", "OpenAISut"]

@@ -65,7 +65,6 @@ from loadgen.campaigns.launch import SEED_MOD, Launcher, engine_stamp, launch, r
 from loadgen.errors import ResultError, SettingsError
 from loadgen.judge import early_stopping
 from loadgen.judge.verdict import ReasonCode
-from loadgen.live.progress import expected_seconds
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, TestSettings, issue_mode
 from loadgen.report.result import RunResult
@@ -382,7 +381,7 @@ def _probe_estimate_s(settings: TestSettings, cfg: SearchConfig, qps: float,
                       probes: Sequence[Mapping[str, Any]]) -> float:
     """How long the next probe should take: its plan's length (the first probe has no
     other guide), or the probes so far, whichever is longer."""
-    planned = expected_seconds(RunPlan.of(_probe_settings(settings, cfg, qps, probes))) or 0.0
+    planned = RunPlan.of(_probe_settings(settings, cfg, qps, probes)).expected_s or 0.0
     mean_wall = sum(float(p["wall_s"]) for p in probes) / len(probes) if probes else 0.0
     return max(planned, mean_wall)
 

@@ -10,7 +10,7 @@ Grid syntax (`--grid` repeated gives the cartesian product, first axis slowest):
                         values are kept as written, and a:b:step works here too
     batcher.KEY=1,2,... an integer batcher knob of a remote `loadgen serve` (an http[s]://
                         SUT), retuned live before each point's launches and put back as it
-                        was when the sweep ends (loadgen.adapters.batcher_control)
+                        was when the sweep ends (loadgen.adapters.batcher_knobs)
 
 Each launch is its own `run_test` call with a fresh SUT built from the spec (for a
 builtin SUT, a new service). Launch k shifts the schedule and sample-index seeds by
@@ -244,7 +244,7 @@ def _points(settings: TestSettings, spec: str, axes: Sequence[Axis]) -> list[_Po
 
 
 def _remote_batcher(spec: str, knobs: Mapping[str, Any] | None) -> dict[str, Any]:
-    from loadgen.adapters.batcher_control import batcher_knobs
+    from loadgen.adapters.batcher_knobs import batcher_knobs
 
     return batcher_knobs(spec, knobs)
 

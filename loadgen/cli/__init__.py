@@ -1,5 +1,5 @@
-"""The `loadgen` command: parse, build settings and SUT, call the library, report, exit."""
+"""The `loadgen` command: parse, build settings and SUT, call the library, report, exit.
 
-from loadgen.cli.main import main
-
-__all__ = ["main"]
+The entry point is `loadgen.cli.main.main`; this package's `__init__` imports nothing, so its
+modules can read their siblings off it (`from loadgen.cli import helptext`) without a cycle.
+"""

@@ -81,7 +81,7 @@ def _settings(args: argparse.Namespace) -> TestSettings:
 def _run(args: argparse.Namespace) -> int:
     from loadgen.api import run_test
     from loadgen.campaigns.calibrate import headroom_warning
-    from loadgen.engine.processes import workers_warning
+    from loadgen.engine.workers.processes import workers_warning
     from loadgen.live.display import progress_view
     from loadgen.live.prometheus import monitors_for
     from loadgen.mlperf.runlogs import OutputWatch, write_run_logs

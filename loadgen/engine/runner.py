@@ -24,7 +24,6 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,10 +34,11 @@ from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode
 from loadgen.plan.turns import session_shape
 from loadgen.record.collect import Collector
-from loadgen.record.glance import Glance, glance
+from loadgen.record.glance import glance
+from loadgen.record.progress import Progress
 from loadgen.record.tally import RunTimes
 
-__all__ = ["PLAN_AHEAD_VALUES", "PROGRESS_EVERY_NS", "Progress", "Runner"]
+__all__ = ["PLAN_AHEAD_VALUES", "PROGRESS_EVERY_NS", "Runner"]
 
 SPIN_WINDOW_NS = 2_000_000
 BUSY_WAIT_NS = 10_000
@@ -50,18 +50,6 @@ YIELD_EVERY = 64
 PROGRESS_EVERY_NS = 250_000_000  # a live display redraws a few times a second
 LOG_FLUSH_EVERY_NS = 2_000_000_000
 _FAR_NS = 50_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Progress:
-    """A snapshot for progress lines on long runs."""
-
-    elapsed_ns: int
-    issued: int
-    finished: int
-    in_flight: int
-    errors: int
-    glance: Glance | None = None  # running latency, issue lag and errors by kind
 
 
 class Runner:

@@ -4,7 +4,7 @@ Everything a run does between its plan and its figures happens here, once:
 build the collector, start the SUT, take Ctrl-C, keep the garbage collector
 off what is already loaded, open the query log, run the engine, stop the SUT
 and score accuracy. The single-process path (`loadgen.api`) and each load
-process (`engine.processes`) call `run_session`; they differ only in their
+process (`engine.workers.processes`) call `run_session`; they differ only in their
 `share` of the plan and in a `gate` that holds the start until every process
 is ready.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.engine.runner import Progress, Runner
+from loadgen.engine.runner import Runner
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.qsl import accuracy_queries
@@ -30,6 +30,7 @@ from loadgen.plan.schedule import plan_queries, thin
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, EnergyTrace
+from loadgen.record.progress import Progress
 from loadgen.record.querylog import QueryLog
 from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.tokens import TokenRecorder

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.engine.workers.driver import SILENT_S
 from loadgen.judge.verdict import Reason, ReasonCode
 from loadgen.plan.plan import RunPlan
 
-__all__ = ["SKEW_WARN_NS", "distributed_verdict", "skew_limit_ns"]
+__all__ = ["SILENT_S", "SKEW_WARN_NS", "distributed_verdict", "skew_limit_ns"]
 
 SKEW_WARN_NS = 1_000_000
+SILENT_S = 6.0  # three missed reports (one per progress tick, every 2 s)
 
 
 def skew_limit_ns(plan: RunPlan) -> int:

@@ -17,9 +17,9 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
-from loadgen.engine.runner import Progress
 from loadgen.live.progress import ProgressLines, clock, milliseconds, plan_line, standing
 from loadgen.plan.plan import RunPlan
+from loadgen.record.progress import Progress
 
 __all__ = ["BAR_WIDTH", "LiveDisplay", "progress_view"]
 

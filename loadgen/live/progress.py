@@ -17,28 +17,17 @@ import sys
 from dataclasses import dataclass
 from typing import Self, TextIO
 
-from loadgen.engine.runner import Progress
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode
+from loadgen.record.progress import Progress
 
-__all__ = ["LONG_RUN_S", "PLAIN_EVERY_S", "ProgressLines", "Standing", "clock", "expected_seconds",
+__all__ = ["LONG_RUN_S", "PLAIN_EVERY_S", "ProgressLines", "Standing", "clock",
            "milliseconds", "plan_line", "standing"]
 
 LONG_RUN_S = 120.0
 """A plan longer than this, at MLPerf's minimums, gets the `dev` preset suggested."""
 PLAIN_EVERY_S = 2.0
 """Plain progress lines come this often (progress reports come more often)."""
-
-
-def expected_seconds(plan: RunPlan) -> float | None:
-    """How long the plan should take (warm-up included), or None when the SUT decides."""
-    s = plan.settings
-    duration = (plan.warmup_ns + plan.min_duration_ns) / 1e9
-    if plan.issue_mode is IssueMode.OPEN and s.arrival in ("poisson", "constant", "gamma"):
-        return max(duration, plan.warmup_ns / 1e9 + plan.min_query_count / s.target_qps)
-    if plan.issue_mode is IssueMode.OFFLINE:
-        return duration
-    return None
 
 
 def clock(seconds: float) -> str:
@@ -58,7 +47,7 @@ def plan_line(plan: RunPlan) -> str:
         needs = f"every one of {plan.library.total} samples once"
     rate = f" at {s.target_qps:g} QPS" if plan.issue_mode is IssueMode.OPEN else ""
     line = f"plan: {s.scenario}{rate}, {needs}"
-    expected = expected_seconds(plan)
+    expected = plan.expected_s
     if expected is not None:
         by_queries = (plan.issue_mode is IssueMode.OPEN
                       and plan.min_query_count / s.target_qps > plan.min_duration_ns / 1e9)

@@ -147,6 +147,17 @@ class RunPlan:
         return self.slo_ns or NO_SLO_NS
 
     @property
+    def expected_s(self) -> float | None:
+        """How long the plan should take (warm-up included), or None when the SUT decides."""
+        s = self.settings
+        duration = (self.warmup_ns + self.min_duration_ns) / 1e9
+        if self.issue_mode is IssueMode.OPEN and s.arrival in ("poisson", "constant", "gamma"):
+            return max(duration, self.warmup_ns / 1e9 + self.min_query_count / s.target_qps)
+        if self.issue_mode is IssueMode.OFFLINE:
+            return duration
+        return None
+
+    @property
     def steps(self) -> Steps | None:
         """The step plan of a stepped run, else None."""
         return self.arrival if isinstance(self.arrival, Steps) else None

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import oipwire as p
-from loadgen.adapters.batcher_control import batcher_knobs
+from loadgen.adapters.batcher_knobs import batcher_knobs
 from loadgen.campaigns.sweep import parse_axis, run_sweep
 from loadgen.errors import SutError
 from loadgen.plan.settings import load_settings

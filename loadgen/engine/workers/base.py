@@ -16,8 +16,11 @@ from typing import Any, Protocol
 from loadgen.errors import LoadgenError
 from loadgen.plan.plan import RunPlan
 
-__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "Engine", "Message", "Placement",
-           "Worker", "WorkerLost"]
+__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "WORKERS_DIR", "Engine", "Message",
+           "Placement", "Worker", "WorkerLost"]
+
+WORKERS_DIR = "workers"
+"""Each worker's own files go to RUN_DIR/WORKERS_DIR/<i>/, whatever engine runs it."""
 
 READY, REPORT, PROGRESS, DONE, ERROR = "ready", "report", "progress", "done", "error"
 Message = tuple[str, Any]

@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from loadgen.engine.runner import Progress
 from loadgen.engine.session import Share, run_session
 from loadgen.engine.workers.base import DONE, PROGRESS, READY, REPORT
 from loadgen.plan.plan import RunPlan
 from loadgen.record.collect import Collector
 from loadgen.record.glance import encode_glance
+from loadgen.record.progress import Progress
 from loadgen.record.tally import RunTimes
 
 __all__ = ["REPORT_EVERY_NS", "WorkerCore"]

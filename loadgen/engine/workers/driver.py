@@ -4,7 +4,8 @@ Each worker's clock offset is measured (`clock.measure_offset`) before the
 start; each is released at `T0 + its offset`, so all start together on the
 driver's clock within the offsets' errors. Reports stream in as the run goes
 (the latest one of each worker stands for all it did so far); a watchdog
-flags a worker silent for `SILENT_S` and gives it up after `LOST_AFTER_S`.
+keeps each worker's longest silence (the judge flags a long one) and gives
+it up after `LOST_AFTER_S`.
 A lost worker stays lost (no restarts, no rebalancing): the others finish,
 its last report is merged, and its unissued share is counted as missing.
 Between reports a worker sends light progress (counters and its running
@@ -25,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.engine.runner import Progress
 from loadgen.engine.session import SessionOutcome
 from loadgen.engine.workers.base import (
     DONE,
@@ -44,14 +44,13 @@ from loadgen.plan.schedule import share_size
 from loadgen.record.energy import EnergyMeter, EnergyTrace
 from loadgen.record.glance import Glance, decode_glance, merge_glances
 from loadgen.record.histograms import summary_ns
+from loadgen.record.progress import Progress
 from loadgen.record.tally import Tally, merge_tallies
 
-__all__ = ["LOST_AFTER_S", "READY_TIMEOUT_S", "SILENT_S", "START_MARGIN_NS", "Spread",
-           "run_workers"]
+__all__ = ["LOST_AFTER_S", "READY_TIMEOUT_S", "START_MARGIN_NS", "Spread", "run_workers"]
 
 READY_TIMEOUT_S = 300.0  # a builtin SUT loads (and maybe trains) its model first
 START_MARGIN_NS = 100_000_000  # from the release to the start, beyond the slowest ping
-SILENT_S = 6.0  # three missed reports (one per progress tick, every 2 s)
 LOST_AFTER_S = 30.0  # a worker silent this long is given up (Ray may take 60 s to say)
 
 

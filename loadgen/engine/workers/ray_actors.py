@@ -33,8 +33,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from loadgen.engine.processes import WORKERS_DIR
-from loadgen.engine.workers.base import ERROR, READY, Message, Placement, Worker, WorkerLost
+from loadgen.engine.workers.base import (
+    ERROR,
+    READY,
+    WORKERS_DIR,
+    Message,
+    Placement,
+    Worker,
+    WorkerLost,
+)
 from loadgen.engine.workers.core import WorkerCore
 from loadgen.errors import SettingsError, SutError
 from loadgen.plan.plan import RunPlan

@@ -9,7 +9,7 @@ import pytest
 
 from loadgen.campaigns.launch import OnEngine, engine_stamp, launch, run_cached
 from loadgen.campaigns.search import SearchConfig, find_peak
-from loadgen.engine.processes import LocalProcesses
+from loadgen.engine.workers.processes import LocalProcesses
 from loadgen.engine.workers.ray_actors import RayEngine
 from loadgen.errors import ResultError
 from loadgen.plan.settings import load_settings

@@ -6,9 +6,9 @@ import signal
 import time
 
 from loadgen.api import run_test
-from loadgen.engine.processes import LocalProcesses
 from loadgen.engine.workers import driver
 from loadgen.engine.workers.base import DONE, REPORT, Placement
+from loadgen.engine.workers.processes import LocalProcesses
 from loadgen.judge.distributed import SKEW_WARN_NS, distributed_verdict
 from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.plan import RunPlan

@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 
 from loadgen.api import run_test
-from loadgen.engine.runner import Progress
 from loadgen.engine.workers.ray_actors import RayEngine
 from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size
 from loadgen.plan.settings import load_settings
 from loadgen.plan.tracefile import read_schedule
+from loadgen.record.progress import Progress
 from tests.oipwire.oip_echo import MODEL, EchoServer
 
 ray = pytest.importorskip("ray")

@@ -17,7 +17,7 @@ from loadgen.live.prometheus import PrometheusExporter
 from loadgen.live.turn_metrics import MAX_TURN_LABELS
 from loadgen.report.html import build_report
 from tests.loadgen.llm.test_multiturn import settings
-from tests.loadgen.test_report_html import _check, _figures
+from tests.loadgen.report.test_html import _check, _figures
 
 TURNS = MAX_TURN_LABELS + 2  # two turns past the cap, to be folded
 LLMSIM = "llmsim:step_base=1ms,step_per_seq=100us,prefill_per_token=10us"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.adapters.llmstream import StreamingSut
+from loadgen.adapters.streaming import StreamingSut
 from loadgen.adapters.tokens import Prompt, TokenStream
 
 __all__ = ["CLOSE", "Collected", "Prompts", "ScriptedServer", "Served", "chat_chunk", "chunk",

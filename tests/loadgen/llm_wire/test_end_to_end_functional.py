@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from loadgen.adapters.llmstream import Exchange
 from loadgen.adapters.openai import OpenAISut
+from loadgen.adapters.streaming import Exchange
 from loadgen.adapters.tokens import TokenStream
 from loadgen.api import run_test
 from loadgen.plan.settings import settings_from_mapping

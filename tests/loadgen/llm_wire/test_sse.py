@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.adapters.sse import MAX_EVENT, SseParser
+from loadgen.adapters.wire.sse import MAX_EVENT, SseParser
 
 
 def feed_all(parts: list[bytes]) -> list[list[bytes]]:

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from loadgen.engine.runner import Progress
 from loadgen.live.display import LiveDisplay, progress_view
 from loadgen.live.progress import ProgressLines
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.record.glance import Glance
+from loadgen.record.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[3]
 S = 1_000_000_000

@@ -19,7 +19,7 @@ from loadgen.cli.main import main
 from loadgen.plan.settings import load_settings
 from loadgen.report.charts import LoadPoint, knee
 from loadgen.report.html import build_report
-from tests.loadgen.test_search import FakeSut
+from tests.loadgen.campaigns.test_search import FakeSut
 
 TINY = ["preset='dev'", "min_duration_s=0.3", "warmup_s=0", "min_query_count=100",
         "target_latency_ms=5", "target_qps=400"]

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from loadgen.engine.runner import Progress
-from loadgen.live.progress import ProgressLines, expected_seconds, plan_line
+from loadgen.live.progress import ProgressLines, plan_line
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
+from loadgen.record.progress import Progress
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 S = 1_000_000_000
 
 
@@ -25,7 +25,7 @@ def _plan(**values: Any) -> RunPlan:
 
 def test_the_mlperf_server_plan_says_how_long_and_suggests_dev() -> None:
     plan = _plan(target_qps=100, target_latency_ms=50)  # 270,336 queries at 100 QPS
-    assert expected_seconds(plan) == pytest.approx(2703.36)
+    assert plan.expected_s == pytest.approx(2703.36)
     line = plan_line(plan)
     assert line.startswith("plan: Server at 100 QPS, at least 270336 queries and 600 s")
     assert "about 45:03 (the query count governs)" in line and "preset=dev" in line
@@ -33,13 +33,13 @@ def test_the_mlperf_server_plan_says_how_long_and_suggests_dev() -> None:
 
 def test_a_short_dev_plan_is_not_told_to_shorten() -> None:
     plan = _plan(preset="dev", target_qps=100, target_latency_ms=50)
-    assert expected_seconds(plan) == 5.0
+    assert plan.expected_s == 5.0
     assert "about 0:05" in plan_line(plan) and "preset" not in plan_line(plan)
 
 
 def test_closed_loop_plans_have_no_expected_duration() -> None:
     plan = _plan(scenario="SingleStream")
-    assert expected_seconds(plan) is None
+    assert plan.expected_s is None
     assert "about" not in plan_line(plan)
 
 

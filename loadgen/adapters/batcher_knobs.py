@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loadgen.adapters.http import HTTP_KEYS, SCHEMES
-from loadgen.adapters.remote import Endpoint, tls_context
+from loadgen.adapters.wire.endpoint import Endpoint, tls_context
 from loadgen.errors import SutError
 
 __all__ = ["batcher_knobs"]

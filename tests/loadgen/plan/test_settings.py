@@ -76,7 +76,7 @@ def test_missing_file_and_bad_toml(tmp_path):
 def test_shipped_scenarios_validate():
     from pathlib import Path
 
-    files = sorted(Path(__file__).parents[2].joinpath("scenarios").glob("*.toml"))
+    files = sorted(Path(__file__).parents[3].joinpath("scenarios").glob("*.toml"))
     assert files
     for f in files:
         load_settings(f)

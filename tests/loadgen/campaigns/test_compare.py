@@ -23,7 +23,7 @@ from loadgen.errors import ResultError
 from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.settings import load_settings
 from loadgen.report.result import RunResult, read_result
-from tests.loadgen.test_search import fake_document
+from tests.loadgen.campaigns.test_search import fake_document
 
 TINY = ["preset='dev'", "min_duration_s=0.3", "warmup_s=0", "min_query_count=200",
         "target_latency_ms=20", "target_qps=500"]

@@ -36,14 +36,14 @@ from typing import Any, cast
 import numpy as np
 
 from loadgen.adapters.base import CompletionSink, Timers
-from loadgen.adapters.fasthttp import request_bytes
 from loadgen.adapters.history import Exchanged, Histories
 from loadgen.adapters.http import error_detail
-from loadgen.adapters.remote import Endpoint, tls_context
-from loadgen.adapters.sse import SseParser
-from loadgen.adapters.streamhttp import StreamPool
 from loadgen.adapters.tokencount import TOKENIZERS, ChunkCounter
 from loadgen.adapters.tokens import Prompt, PromptSource, StreamSink, TokenStream, Turn
+from loadgen.adapters.wire.endpoint import Endpoint, tls_context
+from loadgen.adapters.wire.fasthttp import request_bytes
+from loadgen.adapters.wire.sse import SseParser
+from loadgen.adapters.wire.streamhttp import StreamPool
 from loadgen.errors import SutError, SutSpecError
 
 __all__ = ["KEYS", "Exchange", "Group", "StreamError", "StreamingSut", "decode", "error_message", "learn"]

@@ -21,8 +21,8 @@ import ssl
 import time
 from typing import Protocol, cast
 
-from loadgen.adapters.fasthttp import CHUNKED, MAX_CHUNK_LINE, MAX_HEAD, TO_CLOSE, parse_head
-from loadgen.adapters.pool import ConnectionPool
+from loadgen.adapters.wire.fasthttp import CHUNKED, MAX_CHUNK_LINE, MAX_HEAD, TO_CLOSE, parse_head
+from loadgen.adapters.wire.pool import ConnectionPool
 
 __all__ = ["StreamConnection", "StreamHandler", "StreamPool"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_async, run_loop, run_test
-from loadgen.engine.processes import workers_warning
+from loadgen.engine.workers.processes import workers_warning
 from loadgen.errors import SettingsError, SutError
 from loadgen.plan.settings import load_settings
 from loadgen.plan.tracefile import read_schedule

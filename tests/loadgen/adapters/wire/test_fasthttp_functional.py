@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.adapters.fasthttp import HttpPool, fetch, request_bytes
+from loadgen.adapters.wire.fasthttp import HttpPool, fetch, request_bytes
 
 pytestmark = pytest.mark.functional
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from loadgen.adapters import fasthttp
-from loadgen.adapters.fasthttp import (
+from loadgen.adapters.http import error_detail
+from loadgen.adapters.wire import fasthttp
+from loadgen.adapters.wire.fasthttp import (
     CHUNKED,
     TO_CLOSE,
     Chunked,
@@ -16,7 +17,6 @@ from loadgen.adapters.fasthttp import (
     parse_head,
     request_bytes,
 )
-from loadgen.adapters.http import error_detail
 
 EXTRA = "inference-header-content-length"
 CL = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhello"

@@ -19,7 +19,7 @@ from loadgen.errors import SutError, SutSpecError
 from loadgen.plan.settings import load_settings
 from oipwire.proto import grpc_predict_v2_pb2 as pb
 from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
-from tests.loadgen.test_http_adapter_functional import COMPONENTS, OFFLINE, SERVER, as_dict, run
+from tests.loadgen.adapters.test_http_functional import COMPONENTS, OFFLINE, SERVER, as_dict, run
 from tests.oipwire.oip_echo import spawn
 from tests.served import serve
 

@@ -27,16 +27,22 @@ from typing import Any
 import numpy as np
 
 from loadgen.engine.session import run_loop
-from loadgen.engine.workers.base import ERROR, READY, Message, Placement, Worker, WorkerLost
+from loadgen.engine.workers.base import (
+    ERROR,
+    READY,
+    WORKERS_DIR,
+    Message,
+    Placement,
+    Worker,
+    WorkerLost,
+)
 from loadgen.engine.workers.core import WorkerCore
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import TestSettings
 from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, RECORD
 
-__all__ = ["WORKERS_DIR", "LocalProcesses", "merge_logs", "workers_warning"]
-
-WORKERS_DIR = "workers"
+__all__ = ["LocalProcesses", "merge_logs", "workers_warning"]
 
 
 def workers_warning(settings: TestSettings, spec: str) -> str | None:

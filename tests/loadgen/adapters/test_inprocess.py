@@ -223,7 +223,7 @@ def test_name_and_start_failure() -> None:
 
 
 def test_imports_only_the_adapter_seam_and_errors_of_loadgen() -> None:
-    path = Path(__file__).resolve().parents[2] / "loadgen" / "adapters" / "inprocess.py"
+    path = Path(__file__).resolve().parents[3] / "loadgen" / "adapters" / "inprocess.py"
     imported = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar, cast
 
-from loadgen.adapters.remote import Job, Pending, Tag
+from loadgen.adapters.wire.queueing import Job, Pending, Tag
 
 __all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "ConnectionPool", "Failure", "PooledConnection"]
 

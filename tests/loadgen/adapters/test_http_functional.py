@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from loadgen.adapters import fasthttp
 from loadgen.adapters.base import SystemUnderTest
-from loadgen.adapters.fasthttp import HttpPool, parse_head
 from loadgen.adapters.http import HttpSut, Timings
 from loadgen.adapters.registry import make_sut
-from loadgen.adapters.remote import Job, Pending
+from loadgen.adapters.wire import fasthttp
+from loadgen.adapters.wire.fasthttp import HttpPool, parse_head
+from loadgen.adapters.wire.queueing import Job, Pending
 from loadgen.api import run_async, run_loop
 from loadgen.errors import SutError, SutSpecError
 from loadgen.plan.settings import load_settings

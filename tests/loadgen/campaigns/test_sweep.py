@@ -24,7 +24,7 @@ from loadgen.errors import SettingsError, SutSpecError
 from loadgen.plan import settings as lg_settings
 from loadgen.plan.settings import load_settings
 from loadgen.report.result import RunResult
-from tests.loadgen.test_search import fake_document
+from tests.loadgen.campaigns.test_search import fake_document
 
 
 @pytest.mark.parametrize(("text", "key", "values"), [

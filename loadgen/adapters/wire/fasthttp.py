@@ -39,8 +39,8 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from loadgen.adapters.pool import ConnectionPool, Failure
-from loadgen.adapters.remote import Tag
+from loadgen.adapters.wire.pool import ConnectionPool, Failure
+from loadgen.adapters.wire.queueing import Tag
 
 __all__ = ["CHUNKED", "TO_CLOSE", "Chunked", "HttpPool", "fetch", "parse_head",
            "request_bytes"]

@@ -53,6 +53,6 @@ def test_help_lists_every_sut_spec_kind(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_the_cli_exits_2_with_the_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
-    server = Path(__file__).resolve().parents[2] / "scenarios" / "server.toml"
+    server = Path(__file__).resolve().parents[3] / "scenarios" / "server.toml"
     assert main(["run", str(server), "--sut", "null", "--set", "target_qsp=5"]) == 2
     assert "did you mean target_qps?" in capsys.readouterr().err
