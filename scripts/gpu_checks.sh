@@ -8,11 +8,11 @@
 #   cuda-tests 70  every test marked `cuda` (pytest -m cuda; none may skip here), LLM
 #                  engine's CUDA-equals-CPU tests included; scale-out runs beside it
 #   scaleout   85  scripts/scaleout_checks.sh when it exists (in the background, from t0)
-#   batch-fp32 40  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
-#   batch-bf16 40    batch 32 and 256 (6 cases), raw eager and graph loops beside, and
+#   batch-fp32 36  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
+#   batch-bf16 36    batch 32 and 256 (6 cases), raw eager and graph loops beside, and
 #                    the no-compute model at 256 (the harness alone)
-#   server     25  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
-#   llm        22  benchmarks/llm_serving.py --device cuda --json
+#   server     22  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
+#   llm        35  benchmarks/llm_serving.py --device cuda --json (peak searches 10 s)
 #   energy     22  an Offline run of builtin:mlp on the GPU with energy on
 #   variants   the rest of the 4 minutes (if 20 s or more): mlp and cnn at fp32 on each
 #              executor path (serial, graphs-1, graphs-1-two-threads, graphs-2,
@@ -150,7 +150,7 @@ variants() {  # what each executor path gives, in whatever time the budget leave
 }
 
 llm() {
-  "$PY" benchmarks/llm_serving.py --device cuda --json --rounds 1
+  "$PY" benchmarks/llm_serving.py --device cuda --json --rounds 1 --search-s 10
 }
 
 export PY OUT_DIR LOGS
@@ -164,10 +164,10 @@ run gpu 15 gpu_info
 run cuda-tests 70 cuda_tests
 wait "$SCALEOUT"
 cat "$LOGS/scaleout.out"
-run batch-fp32 40 batching fp32
-run batch-bf16 40 batching bf16
-run server 25 server
-run llm 22 llm
+run batch-fp32 36 batching fp32
+run batch-bf16 36 batching bf16
+run server 22 server
+run llm 35 llm
 run energy 22 energy
 LEFT=$(( 232 - ($(date +%s) - STARTED) ))
 if [ "$LEFT" -ge 20 ]; then
