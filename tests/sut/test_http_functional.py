@@ -24,6 +24,7 @@ from sut.models import load_model
 from sut.server.core import ServerConfig
 from sut.server.thread import ServerThread
 from sut.service import build_service
+from tests.fairness import skip_if_host_busy
 
 pytestmark = pytest.mark.functional
 
@@ -265,9 +266,14 @@ def test_a_sweep_retunes_the_served_batcher_live(server: ServerThread, tmp_path:
     doc = run_sweep(settings, spec, [parse_axis("batcher.max_queue_delay_us=0,5000")], 1,
                     tmp_path)
     assert [p["batcher"]["max_queue_delay_us"] for p in doc["points"]] == [0, 5000]
-    formation = [json.loads((tmp_path / p["launch_dirs"][0] / "result.json").read_text())
-                 ["components_ns"]["batch_formation"]["p50"] for p in doc["points"]]
-    assert formation[0] < 1_000_000 <= formation[1]  # a lone request waits out the delay
+    results = [json.loads((tmp_path / p["launch_dirs"][0] / "result.json").read_text())
+               for p in doc["points"]]
+    formation = [r["components_ns"]["batch_formation"]["p50"] for r in results]
+    assert 1_000_000 <= formation[1]  # a lone request waits out the delay
+    if formation[0] >= 1_000_000:
+        skip_if_host_busy(results[0], f"batch formation p50 {formation[0] / 1e6:.2f} ms with "
+                          "no queue delay")
+    assert formation[0] < 1_000_000
     assert batcher_knobs(spec) == before
 
 

@@ -24,6 +24,7 @@ from loadgen.errors import SettingsError, SutSpecError
 from loadgen.plan import settings as lg_settings
 from loadgen.plan.settings import load_settings
 from loadgen.report.result import RunResult
+from tests.fairness import skip_if_host_busy
 from tests.loadgen.campaigns.test_search import fake_document
 
 
@@ -148,6 +149,11 @@ def test_sweep_over_sut_knobs(tmp_path: Path) -> None:
     assert [p["sut_description"]["servers"] for p in doc["points"]] == [1, 2]
     assert doc["points"][0]["stats"]["qps_completed"]["cv"] is None
     p99 = [p["stats"]["latency_p99_ns"]["median"] for p in doc["points"]]
+    if p99[1] >= p99[0]:
+        for point in doc["points"]:
+            result = json.loads((tmp_path / point["launch_dirs"][0] / "result.json").read_text())
+            skip_if_host_busy(result, f"p99 {p99[1] / 1e6:.2f} ms on two servers, "
+                              f"{p99[0] / 1e6:.2f} ms on one")
     assert p99[1] < p99[0]  # two servers queue less at the same load
 
 

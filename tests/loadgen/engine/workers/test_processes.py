@@ -13,8 +13,10 @@ from loadgen.plan.settings import load_settings
 from loadgen.plan.tracefile import read_schedule
 from loadgen.record.collect import Collector
 from loadgen.record.histograms import summary_ns
+from loadgen.record.hostload import host_load, sample_host
 from loadgen.record.querylog import read_binary
 from loadgen.record.tally import HISTOGRAMS, RunTimes, merge_tallies
+from tests.fairness import skip_if_host_busy
 
 MS = 1_000_000
 TIMES = RunTimes(0, 0, 10_000 * MS, 10_000 * MS, False, 0)
@@ -80,7 +82,9 @@ def test_builtin_and_too_many_workers_warn(monkeypatch):
 
 def test_two_workers_on_the_null_sut_make_one_ordinary_result(tmp_path):
     settings = load_settings(None, [*DEV, "workers=2"])
-    r = run_test(settings, "null", tmp_path / "two")
+    before = sample_host()
+    r = run_test(settings, "null", tmp_path / "two")  # its workers are reaped: counted as own
+    load = host_load(before, sample_host())
     single = run_test(dataclasses.replace(settings, workers=1), NullSut(), tmp_path / "one")
     keys, single_keys = set(r.to_dict()), set(single.to_dict())
     assert keys - single_keys == {"workers", "distributed"} and single_keys <= keys
@@ -99,7 +103,11 @@ def test_two_workers_on_the_null_sut_make_one_ordinary_result(tmp_path):
     assert kinds == {"ok": 0}
     assert np.array_equal(rows["query_id"], np.arange(planned.size))
     assert np.array_equal(rows["scheduled_ns"], planned)
-    assert np.median(rows["sent_ns"] - rows["scheduled_ns"]) < 2 * MS
+    lag = np.median(rows["sent_ns"] - rows["scheduled_ns"])
+    if lag >= 2 * MS:
+        host = {} if load is None else {"host_load": load.as_dict()}
+        skip_if_host_busy({"environment": host}, f"median issue lag {lag / MS:.2f} ms, two workers")
+    assert lag < 2 * MS
     assert (tmp_path / "two" / "workers" / "1" / "queries.csv").exists()
     assert "Load processes: 2" in (tmp_path / "two" / "summary.txt").read_text()
 
