@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test bench clean gpu-check
+.PHONY: demo test lint bench clean gpu-check
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ $(DEMO_STAMP): pyproject.toml constraints.txt
 demo: $(DEMO_STAMP)
 	$(VENV)/bin/loadgen run --scenario server --sut builtin:digits --out runs/demo --set preset=dev \
 	  || [ $$? -eq 1 ]
+
+# ruff and mypy --strict (pinned in the `dev` extra, configured in pyproject.toml)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check loadgen sut oipwire tests benchmarks
+	$(VENV)/bin/mypy --strict loadgen sut oipwire
 
 test: $(STAMP)
 	$(PY) -m pytest

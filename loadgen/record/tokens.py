@@ -181,7 +181,7 @@ class TokenRecorder:
         itl, chunk_gap = self._itl, self._chunk_gap
         count = len(chunks)
         if count > 1:
-            gaps = [b - a for a, b in zip(chunks, itertools.islice(chunks, 1, None))]
+            gaps = [b - a for a, b in itertools.pairwise(chunks)]
             chunk_gap.extend(gaps)
             if tokens.count(1) == count:  # a token per chunk: the token gaps are the chunk gaps
                 itl.extend(gaps)

@@ -18,7 +18,7 @@ def fcfs_sojourns(arrivals_ns: Iterable[int], services_ns: Iterable[int],
     """
     free_at = [-(1 << 62)] * servers
     out = []
-    for arrival, service in zip(arrivals_ns, services_ns):
+    for arrival, service in zip(arrivals_ns, services_ns, strict=True):
         done = max(arrival, free_at[0]) + service
         heapq.heapreplace(free_at, done)
         out.append(done - arrival)

@@ -23,12 +23,12 @@ def _trace(tmp_path: Path, suffix: str = ".csv") -> tuple[Path, list[int], list[
     path = tmp_path / f"trace{suffix}"
     if suffix == ".csv":
         lines = ["timestamp,input_tokens,output_tokens"]
-        lines += [f"{100 + 0.02 * i:.3f},{a},{b}" for i, (a, b) in enumerate(zip(inputs, outputs))]
+        lines += [f"{100 + 0.02 * i:.3f},{a},{b}" for i, (a, b) in enumerate(zip(inputs, outputs, strict=True))]
         path.write_text("\n".join(lines) + "\n")
     else:
         path.write_text("\n".join(json.dumps({"offset_s": 0.02 * i, "input_tokens": a,
                                               "output_tokens": b})
-                                  for i, (a, b) in enumerate(zip(inputs, outputs))) + "\n")
+                                  for i, (a, b) in enumerate(zip(inputs, outputs, strict=True))) + "\n")
     return path, inputs, outputs
 
 
