@@ -36,7 +36,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check loadgen sut oipwire tests benchmarks
 	$(VENV)/bin/mypy --strict loadgen sut oipwire
 
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest
 
 bench: $(STAMP)

@@ -218,7 +218,8 @@ class GrpcSut:
             except ProtocolError as exc:
                 raise SutError(f"{self.name}: binary=0: {exc}") from None
             getattr(entry.contents, field).extend(values)
-        return req.SerializeToString()
+        data: bytes = req.SerializeToString()
+        return data
 
     async def _worker(self, call: Any) -> None:
         loop = asyncio.get_running_loop()

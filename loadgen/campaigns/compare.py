@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -238,7 +238,7 @@ def compare(a: Side, b: Side, vary: Sequence[str] = ()) -> Comparison:
 _TOKEN_PERCENTILES = {"ttft_p50_ns": ("ttft_ns", 0.5), "ttft_p99_ns": ("ttft_ns", 0.99),
                       "tpot_p50_ns": ("tpot_ns", 0.5), "tpot_p99_ns": ("tpot_ns", 0.99),
                       "itl_p99_ns": ("itl_ns", 0.99), "e2e_p99_ns": ("e2e_ns", 0.99)}
-_TOKEN_RATES = {"output_tokens_per_s": lambda ts: ts.tokens.output_per_s,
+_TOKEN_RATES: dict[str, Callable[[Any], float]] = {"output_tokens_per_s": lambda ts: ts.tokens.output_per_s,
                 "goodput_tokens_per_s": lambda ts: ts.goodput.tokens_per_s}
 
 

@@ -53,7 +53,8 @@ class LengthDist:
         else:
             mu = math.log(self.mean) - self.sigma**2 / 2
             raw = rng.lognormal(mu, self.sigma, count)
-        return np.clip(np.rint(raw), self.min, self.max).astype(np.int64)
+        drawn: npt.NDArray[np.int64] = np.clip(np.rint(raw), self.min, self.max).astype(np.int64)
+        return drawn
 
     def as_dict(self) -> dict[str, Any]:
         """The TOML form it was written in."""

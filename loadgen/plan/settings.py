@@ -198,7 +198,7 @@ EARLY_STOPPING_CONFIDENCE = 0.99
 def dev_token_queries(percentile: float) -> int:
     """The fewest requests a dev token run needs to pass early stopping at `percentile`
     with none over (459 at p99): a dev preset that cannot be VALID helps nobody."""
-    return max(DEV_PRESET["min_query_count"],
+    return max(int(DEV_PRESET["min_query_count"]),
                math.ceil(math.log(1 - EARLY_STOPPING_CONFIDENCE) / math.log(percentile / 100)))
 
 

@@ -114,7 +114,9 @@ class QueryLog:
                 columns = [part[name].tolist() for name in (
                     "query_id", "scheduled_ns", "sent_ns", "done_ns", "status", "ttft_ns",
                     "output_tokens")]
-                out.writelines(_line(*row, names, tokens) for row in zip(*columns, strict=True))
+                out.writelines(_line(q, at, sent, done, status, ttft, count, names, tokens)
+                               for q, at, sent, done, status, ttft, count in zip(*columns,
+                                                                                 strict=True))
         return path
 
 

@@ -72,7 +72,7 @@ class DecodeBuffers:
         self.slots = block[2 * seqs:3 * seqs]
         self.tables = block[3 * seqs:].view(seqs, max_blocks)
         self.rows = torch.arange(seqs, device=device)
-        self._uploaded = torch.cuda.Event() if on_cuda else None
+        self._uploaded = torch.cuda.Event() if on_cuda else None  # type: ignore[no-untyped-call]
 
     def fill(self, tokens: Seq[int], positions: Seq[int], slots: Seq[int],
              tables: Seq[Seq[int]], rows: int, width: int) -> None:

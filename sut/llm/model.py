@@ -96,7 +96,8 @@ class _Block(nn.Module):
         q, k, v = self.qkv(self.norm1(x)).view(tokens, 3, self.heads, -1).unbind(1)
         attended = paged_attention(self.index, q, k, v, batch, mask)
         x = x + self.out(attended.reshape(tokens, width))
-        return x + self.down(F.gelu(self.up(self.norm2(x))))
+        out: torch.Tensor = x + self.down(F.gelu(self.up(self.norm2(x))))
+        return out
 
 
 class TinyCausalLM(nn.Module):

@@ -85,7 +85,8 @@ class ModelRunner:
         self.kv = [(torch.zeros(shape, dtype=dtype, device=device),
                     torch.zeros(shape, dtype=dtype, device=device))
                    for _ in range(kv.num_layers)]
-        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self._stream = (torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+                        if device.type == "cuda" else None)
         max_blocks = -(-(max_len or kv.max_positions) // block_size)
         self.decode_buffers = DecodeBuffers(max_seqs, max_blocks, block_size, num_blocks,
                                             device)
@@ -228,7 +229,8 @@ class ModelRunner:
     def _step_cuda(self, work: Seq[tuple[Sequence, int]], shape: tuple[int, int, bool] | None,
                    ends: list[int], done: list[Sequence]) -> tuple[list[int], int]:
         assert self._stream is not None
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         with torch.inference_mode():
             if shape is None:  # the fresh tensors go on the current stream: wait for them
                 inputs = self.batch(work)
@@ -261,7 +263,7 @@ class ModelRunner:
         if greedy is None:
             return None
         self._picked[:len(ends)].copy_(greedy, non_blocking=True)
-        landed = torch.cuda.Event()
+        landed = torch.cuda.Event()  # type: ignore[no-untyped-call]
         landed.record()
         return landed
 

@@ -175,7 +175,8 @@ def _stream_handler(core: ServerCore, rpcs: _Rpcs) -> grpc.RpcMethodHandler[byte
 
 
 def _serialize(message: Message) -> bytes:
-    return message.SerializeToString()
+    data: bytes = message.SerializeToString()
+    return data
 
 
 def _bearer(metadata: Iterable[tuple[str, str | bytes]]) -> str | None:
@@ -231,8 +232,9 @@ class _Rpcs:
     async def model_statistics(self, msg: pb.ModelStatisticsRequest, context: Context,
                                began: int) -> pb.ModelStatisticsResponse:
         stats = self._core.model_stats(msg.name, msg.version)  # Triton's fields, and more
-        return json_format.ParseDict(stats, pb.ModelStatisticsResponse(),
-                                     ignore_unknown_fields=True)
+        reply: pb.ModelStatisticsResponse = json_format.ParseDict(
+            stats, pb.ModelStatisticsResponse(), ignore_unknown_fields=True)
+        return reply
 
     async def repository_index(self, msg: pb.RepositoryIndexRequest, context: Context,
                                began: int) -> pb.RepositoryIndexResponse:

@@ -161,7 +161,7 @@ def _gather(tracks: list[_Track], engine: Engine, progress: Callable[[Progress],
             if not t.finished:
                 t.worker.interrupt()
 
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     for signum in (signal.SIGINT, signal.SIGTERM):  # SIGTERM as Ctrl-C
         try:
             previous[signum] = signal.signal(signum, interrupt)
