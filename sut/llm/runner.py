@@ -92,6 +92,8 @@ class ModelRunner:
         self.while_computing: Callable[[], None] | None = None
         self._picked = torch.zeros(max_seqs, dtype=torch.long,  # greedy tokens land here
                                    pin_memory=device.type == "cuda")
+        if self._stream is not None:  # the weights, cache and buffers were made on the
+            torch.cuda.synchronize(device)  # current stream; capture and steps run on ours
         self.graphs: DecodeGraphs | None = None
         self.decode_path: dict[str, Any] = self._prepare_graphs(cuda_graphs, kv.max_positions)
 
@@ -230,10 +232,12 @@ class ModelRunner:
         assert self._stream is not None
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.inference_mode():
-            if shape is None:  # the fresh tensors go on the current stream: wait for them
+            if shape is None:  # the fresh tensors go on the current stream
                 inputs = self.batch(work)
-                self._stream.wait_stream(torch.cuda.current_stream(self.device))
-            else:
+            # whatever the current stream did before (fresh tensors, a caller's writes to the
+            # cache or buffers) happens before this step
+            self._stream.wait_stream(torch.cuda.current_stream(self.device))
+            if shape is not None:
                 self._stage_decode(work, shape)  # its copy goes on our stream
             with torch.cuda.stream(self._stream):
                 start.record()
