@@ -30,6 +30,7 @@ __all__ = [
     "IssueMode",
     "Scenario",
     "TestSettings",
+    "dev_token_queries",
     "issue_mode",
     "load_settings",
     "parse_overrides",
@@ -143,6 +144,14 @@ class TestSettings:
                      "over the run; `off`: none")
     energy_sample_hz: float = _f(10.0, "energy readings per second, in (0, 1000]")
     energy_idle_s: float = _f(1.0, "idle baseline sampled before the run; 0 = none")
+    judge_error_adjusted: bool = _f(False, "also judge the SLO percentile with failed and "
+                                    "unfinished queries counted as infinitely slow")
+    endpoint_probe: bool = _f(False, "before the run, ask an HTTP endpoint what it is "
+                              "(/v1/models, /version, /v2) and time a few health round trips")
+    server_metrics: str = _f("off", "scrape the server's Prometheus metrics over the run: "
+                             "`off`, `auto` (the endpoint's /metrics) or a URL")
+    server_metrics_interval_s: float = _f(1.0, "seconds between scrapes of server_metrics")
+    server_metrics_raw: bool = _f(False, "also keep the series no server mapping names")
 
     @property
     def compliant(self) -> bool:
@@ -183,6 +192,19 @@ SCENARIO_DEFAULTS: dict[Scenario, dict[str, Any]] = {
 }
 
 DEV_PRESET: dict[str, Any] = {"min_duration_s": 5.0, "min_query_count": 100}
+EARLY_STOPPING_CONFIDENCE = 0.99
+
+
+def dev_token_queries(percentile: float) -> int:
+    """The fewest requests a dev token run needs to pass early stopping at `percentile`
+    with none over (459 at p99): a dev preset that cannot be VALID helps nobody."""
+    return max(DEV_PRESET["min_query_count"],
+               math.ceil(math.log(1 - EARLY_STOPPING_CONFIDENCE) / math.log(percentile / 100)))
+
+
+def _token_run(values: dict[str, Any]) -> bool:
+    return any(values.get(k) not in (None, "", False)
+               for k in ("input_tokens", "dataset", "mlperf_model", "use_token_latencies"))
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TestSettings)}
 _INT_KEYS = {n for n, f in _FIELDS.items() if f.type == "int"}
@@ -332,6 +354,13 @@ def _check(s: TestSettings, problems: list[str]) -> None:
                         f"{s.energy_sample_hz!r}")
     if s.energy_idle_s < 0:
         problems.append(f"energy_idle_s: must not be negative, got {s.energy_idle_s!r}")
+    if not 0 < s.server_metrics_interval_s <= 3600:
+        problems.append("server_metrics_interval_s: must be in (0, 3600], got "
+                        f"{s.server_metrics_interval_s!r}")
+    if s.server_metrics not in ("off", "auto") and not s.server_metrics.startswith(
+            ("http://", "https://")):
+        problems.append(f"server_metrics: {s.server_metrics!r} is not off, auto or an "
+                        "http(s):// URL")
     if not 0 <= s.accuracy_target <= 1:
         problems.append(f"accuracy_target: must be in [0, 1], got {s.accuracy_target!r}")
     for key, allowed in (("arrival", ARRIVALS), ("preset", PRESETS), ("mode", MODES),
@@ -390,6 +419,10 @@ def settings_from_mapping(values: dict[str, Any]) -> TestSettings:
     layered: dict[str, Any] = dict(SCENARIO_DEFAULTS[scenario])
     if coerced.get("preset") == "dev":
         layered |= DEV_PRESET
+        if scenario is Scenario.SERVER and _token_run(coerced):
+            percentile = coerced.get("target_latency_percentile") or \
+                layered["target_latency_percentile"]
+            layered["min_query_count"] = dev_token_queries(percentile)
     if coerced.get("mlperf_model") in LLM_PRESETS:
         layered |= llm_preset(coerced["mlperf_model"])
     layered |= {k: v for k, v in coerced.items() if v is not None}

@@ -8,9 +8,11 @@ from typing import Any
 from loadgen.judge.stats import LatencySummary, RunStats
 from loadgen.report.energy import energy_lines
 from loadgen.report.result import RunResult
+from loadgen.report.rows import write_summary_csv
+from loadgen.report.serversummary import server_lines
 from loadgen.report.tokensummary import token_lines
 
-__all__ = ["SUMMARY_FILE", "render_summary", "write_summary"]
+__all__ = ["SUMMARY_FILE", "adjusted_line", "render_summary", "write_summary"]
 
 SUMMARY_FILE = "summary.txt"
 _RULE = "=" * 64
@@ -25,7 +27,19 @@ def _latency_block(title: str, summary: LatencySummary) -> list[str]:
     if not summary.count:
         return []
     cells = "  ".join(f"{k}={getattr(summary, k) / 1e6:.3f}" for k in _ORDER)
-    return [f"{title} (ms, n={summary.count}):", f"  {cells}"]
+    adjusted = summary.error_adjusted or {}
+    same = all(v == getattr(summary, k, v) for k, v in adjusted.items())
+    return [f"{title} (ms, n={summary.count}):", f"  {cells}",
+            *([] if same else adjusted_line(adjusted))]
+
+
+def adjusted_line(adjusted: dict[str, int | None] | None, indent: str = "  ") -> list[str]:
+    """The error-adjusted percentiles (failed and unfinished as infinite), if any differ."""
+    if not adjusted:
+        return []
+    cells = "  ".join(f"{k}={'inf' if v is None else f'{v / 1e6:.3f}'}"
+                      for k, v in adjusted.items())
+    return [f"{indent}error-adjusted (failed and unfinished as infinite): {cells}"]
 
 
 def render_summary(result: RunResult) -> str:
@@ -45,7 +59,7 @@ def render_summary(result: RunResult) -> str:
                f"  duration: {r.duration_s:.2f} s"),
               (f"Rates     : scheduled {r.qps_scheduled:.2f} QPS, completed "
                f"{r.qps_completed:.2f} QPS, {r.samples_per_s:.2f} samples/s, "
-               f"goodput {r.goodput_qps:.2f} QPS")]
+               f"latency-SLO goodput {r.goodput_qps:.2f} QPS")]
     if s.target_latency_ms:
         lines.append(f"SLO       : p{s.target_latency_percentile:g} <= "
                      f"{s.target_latency_ms:g} ms; over SLO: {r.overlatency}")
@@ -67,6 +81,7 @@ def render_summary(result: RunResult) -> str:
     lines += _latency_block("Latency from send", r.service_latency_ns)
     lines += _latency_block("Issue lag", r.issue_lag_ns)
     lines += token_lines(result)
+    lines += server_lines(result)
     if r.components_ns:
         lines += ["", "Components (p50 / p99 ms, share of mean end-to-end):"]
         for name, c in r.components_ns.items():
@@ -148,7 +163,8 @@ def _describe_sut(sut: dict[str, Any]) -> str:
 
 
 def write_summary(out_dir: Path, result: RunResult) -> Path:
-    """Write summary.txt beside result.json."""
+    """Write summary.txt beside result.json, and its one-row summary.csv (`report.rows`)."""
     path = out_dir / SUMMARY_FILE
     path.write_text(render_summary(result))
+    write_summary_csv(out_dir, result)
     return path

@@ -161,10 +161,12 @@ def _gather(tracks: list[_Track], engine: Engine, progress: Callable[[Progress],
             if not t.finished:
                 t.worker.interrupt()
 
-    try:
-        previous = signal.signal(signal.SIGINT, interrupt)
-    except ValueError:  # not the main thread: Ctrl-C is someone else's business
-        previous = None
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGTERM as Ctrl-C
+        try:
+            previous[signum] = signal.signal(signum, interrupt)
+        except ValueError:  # not the main thread: Ctrl-C is someone else's business
+            break
     live = TallySum() if view is not None else None
     start = time.monotonic()
     cpu = time.process_time()
@@ -188,8 +190,8 @@ def _gather(tracks: list[_Track], engine: Engine, progress: Callable[[Progress],
                              summed.in_flight, summed.errors])
             gap = max(gap, time.monotonic() - now)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     wall = max(time.monotonic() - start, 1e-9)
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     return {"cpu_s": round(time.process_time() - cpu, 3),
