@@ -22,6 +22,7 @@ from loadgen.adapters.wire.queueing import Job, Pending
 from loadgen.api import run_async, run_loop
 from loadgen.errors import SutError, SutSpecError
 from loadgen.plan.settings import load_settings
+from tests.fairness import skip_if_host_unfair
 from tests.oipwire.oip_echo import Behaviour, EchoServer, spawn
 
 SERVER = ["preset='dev'", "target_qps=500", "target_latency_ms=100", "warmup_s=0.5",
@@ -189,6 +190,7 @@ def echo() -> Any:
 @pytest.mark.functional
 def test_server_scenario_valid_with_components_functional(echo: Any) -> None:
     result = run(HttpSut.from_spec(echo.http("connections=8")), SERVER)
+    skip_if_host_unfair(result)
     assert result["valid"], result["reasons"]
     assert COMPONENTS <= set(result["components_ns"])
     assert result["components_ns"]["compute"]["p50"] >= 900_000
