@@ -74,7 +74,7 @@ def arrival_for(settings: TestSettings) -> ArrivalProcess:
     if s.arrival == "steps":
         return Steps(tuple(t for t, _ in s.steps), tuple(q for _, q in s.steps), s.ramp)
     if s.arrival == "trace":
-        return read_trace(s.trace_file, s.time_scale)
+        return read_trace(s.trace_file, s.time_scale, s.trace_format, s.trace_block_tokens)
     return Poisson(s.target_qps)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from loadgen.errors import SettingsError, suggest
 from loadgen.plan.lengths import LengthDist, parse_length
 from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
+from loadgen.plan.traces.named import TRACE_FORMATS
 from loadgen.plan.turns import check_turns, parse_think_time, think_time_dict
 
 __all__ = [
@@ -87,6 +88,9 @@ class TestSettings:
     ramp: bool = _f(False, "steps: the rate moves linearly from one step to the next")
     trace_file: str = _f("", "trace: CSV (column `timestamp` or `offset_s`) or JSON lines")
     time_scale: float = _f(1.0, "trace: multiply its offsets (0.5 = replay twice as fast)")
+    trace_format: str = _f("auto", "trace_file's format: auto (timestamp/offset_s CSV or "
+                           "JSONL), mooncake, azure, burstgpt")
+    trace_block_tokens: int = _f(512, "mooncake: tokens per hash_ids block")
     schedule_file: str = _f("", "replay a run's schedule.bin exactly instead of generating one")
     window_s: float = _f(1.0, "timeline window; widened so a run has at most 200")
     workers: int = _f(1, "load processes, each issuing a share of the schedule (open loop)")
@@ -287,6 +291,11 @@ def _check_arrival(s: TestSettings, problems: list[str]) -> None:
         _check_steps(s, problems)
     if s.arrival == "trace" and not s.trace_file:
         problems.append("trace_file: arrival 'trace' needs a trace file")
+    if s.trace_format not in TRACE_FORMATS:
+        problems.append(f"trace_format: {s.trace_format!r} is not one of "
+                        f"{', '.join(TRACE_FORMATS)}")
+    if s.trace_block_tokens < 1:
+        problems.append(f"trace_block_tokens: must be at least 1, got {s.trace_block_tokens!r}")
     for key in _PATH_KEYS:
         path = getattr(s, key)
         if path and (key == "schedule_file" or s.arrival == "trace") and not Path(path).is_file():

@@ -12,8 +12,10 @@
   optional `output_tokens` (else drawn from `output_tokens`) and optional
   `input_tokens` (else counted); sample i is row i mod rows;
 * a trace replay whose file carries `input_tokens` and `output_tokens`
-  columns: query i gets row i's lengths (`in_order`: the schedule then hands
-  query i sample index i, `plan.schedule`).
+  columns, or a named trace (`trace_format`: mooncake, azure, burstgpt,
+  `plan.traces`): query i gets row i's lengths (`in_order`: the schedule then
+  hands query i sample index i, `plan.schedule`); a Mooncake trace's prompts are
+  its hash blocks (`traces.blocks`), so its prefix sharing is exact.
 
 Token lengths are counted by `tokenizer`: `approx` (one token per word or
 punctuation mark: each word of the synthetic text is one token, as a GPT-style
@@ -24,7 +26,6 @@ byte-vocabulary model). Nothing is downloaded.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,38 +37,14 @@ from loadgen.plan.lengths import LengthDist
 from loadgen.plan.prompts import Prompt, PromptSource
 from loadgen.plan.settings import IssueMode, TestSettings, issue_mode
 from loadgen.plan.tracelengths import read_trace_lengths
+from loadgen.plan.traces.blocks import BlockPrompts
+from loadgen.plan.traces.named import read_named_trace
+from loadgen.plan.words import count_tokens, synthetic_text
 
 __all__ = ["TOKENIZERS", "DatasetPrompts", "SyntheticPrompts", "count_tokens", "prompts_for",
            "synthetic_text"]
 
 TOKENIZERS = ("approx", "bytes")
-_WORD_TEXT = (
-    "the of and to in is that for it as was with be by on not he this are or his from at which "
-    "but have an they you were her she there been one all we their has would when if so no will "
-    "more can out other into some time could them than its only new about also two may then do "
-    "first any my now such like our over man me even most made after what many before must "
-    "through back years much where your way well down should because each just those people how "
-    "too little state good very make world still own see men work long get here between both "
-    "life being under never day same another know while last might us great old year off come "
-    "since against go came right used take three")
-_WORDS = tuple(_WORD_TEXT.split())
-_PIECES = re.compile(r"\w+|[^\w\s]")
-
-
-def count_tokens(text: str, tokenizer: str) -> int:
-    """Tokens in `text`: `approx` counts words and punctuation marks, `bytes` UTF-8 bytes."""
-    if tokenizer == "bytes":
-        return len(text.encode())
-    return len(_PIECES.findall(text))
-
-
-def synthetic_text(rng: np.random.Generator, tokens: int, tokenizer: str) -> str:
-    """Text of exactly `tokens` tokens under `tokenizer`: words, each with a leading space."""
-    if tokens <= 0:
-        return ""
-    picks = rng.integers(0, len(_WORDS), tokens)
-    text = "".join(" " + _WORDS[i] for i in picks.tolist())
-    return text[:tokens] if tokenizer == "bytes" else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +144,13 @@ def prompts_for(settings: TestSettings) -> PromptSource | None:
     """The run's prompts, or None when it has no token workload."""
     s = settings
     replay = issue_mode(s) is IssueMode.OPEN and s.arrival == "trace" and not s.schedule_file
+    if replay and s.trace_format != "auto":
+        rows = read_named_trace(s.trace_file, s.trace_format, s.trace_block_tokens)
+        if rows.hash_ids is not None:
+            return BlockPrompts(rows, s.trace_block_tokens, s.tokenizer, s.workload_rng_seed,
+                                s.fixed_output)
+        return SyntheticPrompts(rows.input_tokens, rows.output_tokens, s.fixed_output,
+                                0, 1, s.tokenizer, s.workload_rng_seed, in_order=True)
     lengths = read_trace_lengths(s.trace_file) if replay else None
     if lengths is not None:
         return SyntheticPrompts(lengths.input_tokens, lengths.output_tokens, s.fixed_output,

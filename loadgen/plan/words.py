@@ -1,0 +1,38 @@
+"""Synthetic prompt text: common short words, each one token under `approx`, cut to bytes
+under `bytes`; and the plan's token counts of a text under those two tokenizers."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+__all__ = ["count_tokens", "synthetic_text"]
+
+_WORD_TEXT = (
+    "the of and to in is that for it as was with be by on not he this are or his from at which "
+    "but have an they you were her she there been one all we their has would when if so no will "
+    "more can out other into some time could them than its only new about also two may then do "
+    "first any my now such like our over man me even most made after what many before must "
+    "through back years much where your way well down should because each just those people how "
+    "too little state good very make world still own see men work long get here between both "
+    "life being under never day same another know while last might us great old year off come "
+    "since against go came right used take three")
+_WORDS = tuple(_WORD_TEXT.split())
+_PIECES = re.compile(r"\w+|[^\w\s]")
+
+
+def count_tokens(text: str, tokenizer: str) -> int:
+    """Tokens in `text`: `approx` counts words and punctuation marks, `bytes` UTF-8 bytes."""
+    if tokenizer == "bytes":
+        return len(text.encode())
+    return len(_PIECES.findall(text))
+
+
+def synthetic_text(rng: np.random.Generator, tokens: int, tokenizer: str) -> str:
+    """Text of exactly `tokens` tokens under `tokenizer`: words, each with a leading space."""
+    if tokens <= 0:
+        return ""
+    picks = rng.integers(0, len(_WORDS), tokens)
+    text = "".join(" " + _WORDS[i] for i in picks.tolist())
+    return text[:tokens] if tokenizer == "bytes" else text
