@@ -11,6 +11,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from loadgen.judge.adjusted import percentile_key
 from loadgen.judge.stats import RunStats
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, Scenario
@@ -36,6 +37,7 @@ class ReasonCode(enum.StrEnum):
     TPOT_EARLY_STOPPING = "tpot_early_stopping"
     CLOCK_SKEW = "clock_skew"  # several workers: their start skew bound is too wide
     WORKER_LOST = "worker_lost"  # several workers: one was lost mid-run
+    ERROR_ADJUSTED = "error_adjusted"  # judge_error_adjusted: the tail with failures counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +137,33 @@ def latency_slo(p: RunPlan, r: RunStats) -> Reason | None:
                   f"{es.min_queries_needed} queries for that count, or a lower target_qps")
 
 
+def error_adjusted_tail(p: RunPlan, r: RunStats) -> Reason | None:
+    """With `judge_error_adjusted`: the SLO's percentile counting failed and unfinished
+    queries as infinitely slow (or at their timeout) must meet each latency bound."""
+    s = p.settings
+    if not s.judge_error_adjusted or p.issue_mode is IssueMode.ACCURACY:
+        return None
+    key = percentile_key(s.target_latency_percentile)
+    bounds: list[tuple[str, int, dict[str, int | None] | None]] = []
+    if p.slo_ns:
+        bounds.append(("latency", p.slo_ns, r.query_latency_ns.error_adjusted))
+    ts = r.token_stats
+    if ts is not None:
+        targets = p.token_targets
+        bounds += [(name, bound, ts.latencies[f"{name.lower()}_ns"].error_adjusted)
+                   for name, bound in (("TTFT", targets.ttft_ns), ("TPOT", targets.tpot_ns))
+                   if bound]
+    for name, bound, adjusted in bounds:
+        value = (adjusted or {}).get(key, 0)
+        if value is None or value > bound:
+            shown = "infinite" if value is None else _ms(value)
+            return Reason(ReasonCode.ERROR_ADJUSTED,
+                          f"error-adjusted {key} {name} {shown} exceeds {_ms(bound)}: "
+                          f"{r.errors} failed and {r.unfinished} unfinished queries count "
+                          "as infinitely slow (or at their timeout); fix the failures")
+    return None
+
+
 def issue_lag(p: RunPlan, r: RunStats) -> Reason | None:
     lag = r.issue_lag_ns.p99
     if p.settings.scenario is Scenario.SERVER and lag > p.max_issue_lag_ns:
@@ -195,7 +224,7 @@ def token_latencies(p: RunPlan, r: RunStats) -> tuple[Reason, ...]:
 
 
 RULES: tuple[Rule, ...] = (not_interrupted, min_duration, min_queries, no_errors, latency_slo,
-                           issue_lag, accuracy)
+                           error_adjusted_tail, issue_lag, accuracy)
 
 
 def _warnings(p: RunPlan, r: RunStats) -> list[str]:

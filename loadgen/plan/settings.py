@@ -144,6 +144,14 @@ class TestSettings:
                      "over the run; `off`: none")
     energy_sample_hz: float = _f(10.0, "energy readings per second, in (0, 1000]")
     energy_idle_s: float = _f(1.0, "idle baseline sampled before the run; 0 = none")
+    judge_error_adjusted: bool = _f(False, "also judge the SLO percentile with failed and "
+                                    "unfinished queries counted as infinitely slow")
+    endpoint_probe: bool = _f(False, "before the run, ask an HTTP endpoint what it is "
+                              "(/v1/models, /version, /v2) and time a few health round trips")
+    server_metrics: str = _f("off", "scrape the server's Prometheus metrics over the run: "
+                             "`off`, `auto` (the endpoint's /metrics) or a URL")
+    server_metrics_interval_s: float = _f(1.0, "seconds between scrapes of server_metrics")
+    server_metrics_raw: bool = _f(False, "also keep the series no server mapping names")
 
     @property
     def compliant(self) -> bool:
@@ -333,6 +341,13 @@ def _check(s: TestSettings, problems: list[str]) -> None:
                         f"{s.energy_sample_hz!r}")
     if s.energy_idle_s < 0:
         problems.append(f"energy_idle_s: must not be negative, got {s.energy_idle_s!r}")
+    if not 0 < s.server_metrics_interval_s <= 3600:
+        problems.append("server_metrics_interval_s: must be in (0, 3600], got "
+                        f"{s.server_metrics_interval_s!r}")
+    if s.server_metrics not in ("off", "auto") and not s.server_metrics.startswith(
+            ("http://", "https://")):
+        problems.append(f"server_metrics: {s.server_metrics!r} is not off, auto or an "
+                        "http(s):// URL")
     if not 0 <= s.accuracy_target <= 1:
         problems.append(f"accuracy_target: must be in [0, 1], got {s.accuracy_target!r}")
     for key, allowed in (("arrival", ARRIVALS), ("preset", PRESETS), ("mode", MODES),

@@ -10,6 +10,7 @@ ends, `tally` hands the figures over in a mergeable form.
 from __future__ import annotations
 
 import collections
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,12 +21,17 @@ from loadgen.record.tally import MAX_DETAILS, RunTimes, Tally
 from loadgen.record.tokens import TokenRecorder
 from loadgen.record.windows import WindowedRecorder, Windows
 
-__all__ = ["DETAIL_CHARS", "MAX_ERROR_KINDS", "TIDY_AT", "Collector"]
+__all__ = ["DETAIL_CHARS", "MAX_ERROR_KINDS", "OUT_OF_MEMORY", "TIDY_AT", "Collector"]
 
 MAX_ERROR_KINDS = 64
 DETAIL_CHARS = 300  # a message is cut to this length
 TIDY_AT = FLUSH_SLICE  # `tidy` records a slice of a buffer holding at least this many values
 _OTHER = "other"
+OUT_OF_MEMORY = "out_of_memory"
+"""The error kind of a failure whose message says the SUT ran out of memory (CUDA's
+`OutOfMemoryError`, "CUDA out of memory", a host `MemoryError`, an OOM-killed worker)."""
+_OUT_OF_MEMORY = re.compile(r"out of memory|OutOfMemoryError|MemoryError|\bOOM\b",
+                            re.IGNORECASE)
 
 
 class Collector:
@@ -260,6 +266,8 @@ class Collector:
             recorder.add(int(value))
 
     def _count_error(self, kind: str, detail: str | None) -> None:
+        if detail and _OUT_OF_MEMORY.search(detail):  # its own kind, whoever reported it
+            kind = OUT_OF_MEMORY
         if kind not in self.errors_by_kind and len(self.errors_by_kind) >= MAX_ERROR_KINDS:
             kind = _OTHER
         self.errors_by_kind[kind] += 1

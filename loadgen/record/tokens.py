@@ -12,7 +12,8 @@ from the send; the issue lag is the collector's):
 - TPOT (request-weighted): (E2E - TTFT)/(N - 1); none for a one-token output.
 - chunk gaps (every gap between chunks, apart from token gaps), normalized
   latency E2E/N, the longest stall (the widest gap between two tokens),
-  input and output tokens, output tokens/s per request (kept in milli-tokens/s).
+  input and output tokens, output tokens/s per request (kept in milli-tokens/s);
+  the usage details servers send (cached prompt tokens, reasoning tokens) as counters.
 
 A stream that failed part-way keeps its TTFT, TTFO, ITL and chunk gaps; the
 figures of a whole answer (E2E, TPOT, ...) are taken from finished ones only,
@@ -52,6 +53,9 @@ TOKEN_COUNTERS = (
     "ttft_over", "tpot_over", "tpot_requests",  # against MLPerf's token-mode targets
     "ttft_requests",
     "finish_other",  # finished streams whose finish_reason was given and not `length`
+    # the server's usage details, over the finished streams that report them
+    "cached_known", "cached_total", "cached_input_total",  # prefix-cache hits (tokens)
+    "reasoning_known", "reasoning_total",
 )
 
 
@@ -203,6 +207,13 @@ class TokenRecorder:
             c["input_known"] += 1
             r["input_tokens"].add(stream.input_tokens)
         c["output_total"] += stream.output_tokens
+        if stream.cached_tokens is not None:
+            c["cached_known"] += 1
+            c["cached_total"] += stream.cached_tokens
+            c["cached_input_total"] += stream.input_tokens or 0
+        if stream.reasoning_tokens is not None:
+            c["reasoning_known"] += 1
+            c["reasoning_total"] += stream.reasoning_tokens
         server = stream.server_output_tokens
         if server is not None and stream.client_tokens:
             c["compared"] += 1

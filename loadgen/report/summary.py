@@ -8,9 +8,10 @@ from typing import Any
 from loadgen.judge.stats import LatencySummary, RunStats
 from loadgen.report.energy import energy_lines
 from loadgen.report.result import RunResult
+from loadgen.report.serversummary import server_lines
 from loadgen.report.tokensummary import token_lines
 
-__all__ = ["SUMMARY_FILE", "render_summary", "write_summary"]
+__all__ = ["SUMMARY_FILE", "adjusted_line", "render_summary", "write_summary"]
 
 SUMMARY_FILE = "summary.txt"
 _RULE = "=" * 64
@@ -25,7 +26,19 @@ def _latency_block(title: str, summary: LatencySummary) -> list[str]:
     if not summary.count:
         return []
     cells = "  ".join(f"{k}={getattr(summary, k) / 1e6:.3f}" for k in _ORDER)
-    return [f"{title} (ms, n={summary.count}):", f"  {cells}"]
+    adjusted = summary.error_adjusted or {}
+    same = all(v == getattr(summary, k, v) for k, v in adjusted.items())
+    return [f"{title} (ms, n={summary.count}):", f"  {cells}",
+            *([] if same else adjusted_line(adjusted))]
+
+
+def adjusted_line(adjusted: dict[str, int | None] | None, indent: str = "  ") -> list[str]:
+    """The error-adjusted percentiles (failed and unfinished as infinite), if any differ."""
+    if not adjusted:
+        return []
+    cells = "  ".join(f"{k}={'inf' if v is None else f'{v / 1e6:.3f}'}"
+                      for k, v in adjusted.items())
+    return [f"{indent}error-adjusted (failed and unfinished as infinite): {cells}"]
 
 
 def render_summary(result: RunResult) -> str:
@@ -67,6 +80,7 @@ def render_summary(result: RunResult) -> str:
     lines += _latency_block("Latency from send", r.service_latency_ns)
     lines += _latency_block("Issue lag", r.issue_lag_ns)
     lines += token_lines(result)
+    lines += server_lines(result)
     if r.components_ns:
         lines += ["", "Components (p50 / p99 ms, share of mean end-to-end):"]
         for name, c in r.components_ns.items():

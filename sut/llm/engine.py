@@ -119,6 +119,7 @@ class LLMEngine:
             raise ModelLoadError(f"{self.model_name}: the warm-up failed: {reason}")
         self.steps = 0
         self.trace.clear()
+        self.blocks.queries = self.blocks.hits = 0
         self.observer = observer
 
     def stop(self) -> None:
@@ -262,7 +263,7 @@ class LLMEngine:
     def _finish(self, seq: Sequence, reason: str, now: int, error: str | None = None) -> None:
         seq.finish_reason = reason
         seq.on_output(Delta(seq.request_id, "", 0, len(seq.prompt), len(seq.output), now,
-                            reason, error, seq.timings(now)))
+                            reason, error, seq.timings(now), seq.cached_tokens))
         self._finished(seq, now)
 
     def _finished(self, seq: Sequence, now: int) -> None:

@@ -128,10 +128,12 @@ def parse_generate(body: Any, stream: bool) -> Generation:
     return Generation(encode(body["text_input"]), params, priority, stream, True, True)
 
 
-def usage(prompt_tokens: int, output_tokens: int) -> dict[str, int]:
-    """OpenAI's usage object."""
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
-            "total_tokens": prompt_tokens + output_tokens}
+def usage(delta: Delta) -> dict[str, Any]:
+    """OpenAI's usage object of `delta`, with `prompt_tokens_details.cached_tokens` (the
+    prompt tokens the prefix cache served), as vLLM and OpenAI report it."""
+    return {"prompt_tokens": delta.prompt_tokens, "completion_tokens": delta.output_tokens,
+            "total_tokens": delta.prompt_tokens + delta.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": delta.cached_tokens}}
 
 
 class WireFormat:
@@ -166,7 +168,7 @@ class WireFormat:
                 "index": 0, "text": delta.text, "logprobs": None,
                 "finish_reason": delta.finish_reason}]}
         if continuous_usage:
-            out["usage"] = usage(delta.prompt_tokens, delta.output_tokens)
+            out["usage"] = usage(delta)
         if delta.timings is not None:
             out["timings"] = delta.timings.as_dict()
         return out
@@ -175,12 +177,12 @@ class WireFormat:
         """The closing usage chunk (`include_usage`): no choices."""
         obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
         return {**self._envelope(obj), "choices": [],
-                "usage": usage(delta.prompt_tokens, delta.output_tokens)}
+                "usage": usage(delta)}
 
     def whole(self, text: str, last: Delta) -> dict[str, Any]:
         """A non-streamed answer with usage and the server's timings."""
         timings: RequestTimings | None = last.timings
-        extra = {"usage": usage(last.prompt_tokens, last.output_tokens),
+        extra = {"usage": usage(last),
                  "timings": timings.as_dict() if timings else {}}
         if self.kind == "generate":
             return {"model_name": self.model, "model_version": "1", "text_output": text,

@@ -81,6 +81,7 @@ class Delta:
     finish_reason: str | None = None
     error: str | None = None
     timings: RequestTimings | None = None
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache
 
     @property
     def finished(self) -> bool:
@@ -169,7 +170,8 @@ class Sequence:
         self._sent_chars, self._sent_tokens = end, len(self.output)
         timings = None if self.finish_reason is None else self.timings(now_ns)
         return Delta(self.request_id, text, new_tokens, len(self.prompt), len(self.output),
-                     now_ns, self.finish_reason, timings=timings)
+                     now_ns, self.finish_reason, timings=timings,
+                     cached_tokens=self.cached_tokens)
 
     def timings(self, now_ns: int) -> RequestTimings:
         """This request's timings, finished at `now_ns`."""
