@@ -26,6 +26,7 @@ from loadgen.plan.arrivals import (
     Steps,
     Trace,
 )
+from loadgen.plan.prefixcache import requested_hit_rate
 from loadgen.plan.prompts import PromptSource
 from loadgen.plan.qsl import QuerySampleLibrary
 from loadgen.plan.settings import IssueMode, Scenario, TestSettings, issue_mode
@@ -103,6 +104,7 @@ class RunPlan:
     prompts: PromptSource | None = None  # a token workload's prompts, by sample index
     token_targets: TokenSlos = NO_TOKEN_SLOS  # MLPerf token mode: p99 TTFT and TPOT bounds
     goodput_slos: TokenSlos = NO_TOKEN_SLOS  # a request is good when it meets every one set
+    cache_hit_requested: float | None = None  # the prefix-cache hit rate the workload asks
 
     @classmethod
     def of(cls, settings: TestSettings) -> RunPlan:
@@ -112,6 +114,7 @@ class RunPlan:
         offline = _offline_sample_count(s) if mode is IssueMode.OFFLINE else 0
         concurrency = s.concurrency if mode is IssueMode.ACCURACY or (
             mode is IssueMode.CLOSED and s.scenario is Scenario.SERVER) else 1
+        prompts = prompts_for(s)
         return cls(
             settings=s,
             issue_mode=mode,
@@ -132,7 +135,8 @@ class RunPlan:
             library=QuerySampleLibrary(s.total_sample_count, s.performance_sample_count,
                                        s.qsl_rng_seed),
             arrival=arrival_for(s) if mode is IssueMode.OPEN else None,
-            prompts=prompts_for(s),
+            prompts=prompts,
+            cache_hit_requested=requested_hit_rate(s, prompts),
             **token_bounds(s),
         )
 

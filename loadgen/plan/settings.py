@@ -19,6 +19,7 @@ from typing import Any
 from loadgen.errors import SettingsError, suggest
 from loadgen.plan.lengths import LengthDist, parse_length
 from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
+from loadgen.plan.prefixcache import check_prefix_cache
 from loadgen.plan.traces.named import TRACE_FORMATS
 from loadgen.plan.turns import check_turns, parse_think_time, think_time_dict
 
@@ -130,6 +131,10 @@ class TestSettings:
     dataset: str = _f("", "JSON lines of prompts ({\"prompt\": ..., \"output_tokens\": n})")
     prefix_tokens: int = _f(0, "shared-prefix tokens before each synthetic prompt")
     prefix_groups: int = _f(1, "distinct shared prefixes; sample i uses group i mod groups")
+    prefix_cache_hit_rate: float = _f(0.0, "target prefix-cache hit rate in (0, 1): judged "
+                                      "against the server's cached_tokens; 0 = none")
+    prefix_cache_tolerance: float = _f(0.05, "how far the achieved hit rate may be from "
+                                       "prefix_cache_hit_rate (absolute)")
     tokenizer: str = _f("approx", "token counting: `approx` (words) or `bytes`")
     workload_rng_seed: int = _f(8470324591232611257, "seed of the prompts' lengths and text")
     turns: LengthDist | None = _f(  # noqa: RUF009 - _f makes a field()
@@ -378,6 +383,7 @@ def _check_tokens(s: TestSettings, problems: list[str]) -> None:
             problems.append(f"{key}: must not be negative, got {getattr(s, key)!r}")
     if s.prefix_groups < 1:
         problems.append(f"prefix_groups: must be at least 1, got {s.prefix_groups!r}")
+    check_prefix_cache(s, problems)
     if s.tokenizer not in ("approx", "bytes"):
         problems.append(f"tokenizer: {s.tokenizer!r} is not one of approx, bytes")
     if s.mlperf_model and s.mlperf_model not in LLM_PRESETS:

@@ -34,6 +34,7 @@ import numpy as np
 
 from loadgen.errors import SettingsError
 from loadgen.plan.lengths import LengthDist
+from loadgen.plan.prefixcache import prefix_for_target
 from loadgen.plan.prompts import Prompt, PromptSource
 from loadgen.plan.settings import IssueMode, TestSettings, issue_mode
 from loadgen.plan.tracelengths import read_trace_lengths
@@ -162,8 +163,12 @@ def prompts_for(settings: TestSettings) -> PromptSource | None:
         return _read_dataset(s, output)
     assert s.input_tokens is not None
     count = s.total_sample_count
+    prefix = prefix_for_target(s)
+    inputs = s.input_tokens.draw(np.random.default_rng((s.workload_rng_seed, 0)), count)
+    if prefix != s.prefix_tokens:  # a target hit rate: the prefix is part of input_tokens
+        inputs = np.maximum(inputs - prefix, 1)
     return SyntheticPrompts(
-        input_lengths=s.input_tokens.draw(np.random.default_rng((s.workload_rng_seed, 0)), count),
+        input_lengths=inputs,
         output_lengths=output.draw(np.random.default_rng((s.workload_rng_seed, 3)), count),
-        fixed_output=s.fixed_output, prefix_tokens=s.prefix_tokens,
+        fixed_output=s.fixed_output, prefix_tokens=prefix,
         prefix_groups=max(s.prefix_groups, 1), tokenizer=s.tokenizer, seed=s.workload_rng_seed)

@@ -66,11 +66,16 @@ class BlockPrompts:
                        for n, h in enumerate(ids))
         return Prompt(text, length, int(self.rows.output_tokens[index]), self.fixed_output)
 
+    @property
+    def ideal_hit_rate(self) -> float:
+        """The hit rate of a cache that forgets nothing, over the trace in order."""
+        cached, total = ideal_cached_tokens(self.rows, self.block_tokens)
+        return cached / total if total else 0.0
+
     def describe(self) -> dict[str, Any]:
         """Plain values for the plan's record (with the ideal cache's hit rate)."""
-        cached, total = ideal_cached_tokens(self.rows, self.block_tokens)
         return {"kind": "trace", "samples": int(self.rows.input_tokens.size),
                 "mean_input_tokens": float(self.rows.input_tokens.mean()),
                 "mean_output_tokens": float(self.rows.output_tokens.mean()),
                 "block_tokens": self.block_tokens, "tokenizer": self.tokenizer,
-                "ideal_hit_rate": cached / total if total else 0.0, "seed": self.seed}
+                "ideal_hit_rate": self.ideal_hit_rate, "seed": self.seed}
