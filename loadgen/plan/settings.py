@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.errors import SettingsError, suggest
+from loadgen.plan.datasets.rows import DATASET_FORMATS
 from loadgen.plan.lengths import LengthDist, parse_length
 from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
 from loadgen.plan.prefixcache import check_prefix_cache
@@ -129,6 +130,14 @@ class TestSettings:
         None, "max_tokens asked: a number or {dist = ...}; default 128")
     fixed_output: bool = _f(False, "ask for exactly max_tokens (ignore_eos / min_tokens)")
     dataset: str = _f("", "JSON lines of prompts ({\"prompt\": ..., \"output_tokens\": n})")
+    dataset_format: str = _f("jsonl", "dataset's format: jsonl (prompt/messages), sharegpt, "
+                             "lines (a line pool: prefix_tokens shared, input_tokens drawn)")
+    dataset_min_input: int = _f(0, "dataset: drop rows with fewer input tokens")
+    dataset_max_input: int = _f(0, "dataset: drop rows with more input tokens; 0 = no bound")
+    dataset_min_output: int = _f(0, "dataset: drop rows with fewer output tokens")
+    dataset_max_output: int = _f(0, "dataset: drop rows with more output tokens; 0 = no bound")
+    dataset_samples: int = _f(0, "dataset: draw this many rows (seeded); 0 = every row in order")
+    dataset_replacement: bool = _f(False, "dataset_samples drawn with replacement")
     prefix_tokens: int = _f(0, "shared-prefix tokens before each synthetic prompt")
     prefix_groups: int = _f(1, "distinct shared prefixes; sample i uses group i mod groups")
     prefix_cache_hit_rate: float = _f(0.0, "target prefix-cache hit rate in (0, 1): judged "
@@ -393,8 +402,19 @@ def _check_tokens(s: TestSettings, problems: list[str]) -> None:
         for key in ("ttft_latency_ms", "tpot_latency_ms"):
             if getattr(s, key) <= 0:
                 problems.append(f"{key}: token mode on Server needs a bound above 0")
-    if s.dataset and s.input_tokens is not None:
+    lines = s.dataset_format == "lines"
+    if s.dataset_format not in DATASET_FORMATS:
+        problems.append(f"dataset_format: {s.dataset_format!r} is not one of "
+                        f"{', '.join(DATASET_FORMATS)}")
+    if s.dataset and s.input_tokens is not None and not lines:
         problems.append("input_tokens: a dataset brings its own prompts; set one or the other")
+    if s.dataset and lines and s.input_tokens is None:
+        problems.append("input_tokens: a line pool (dataset_format = \"lines\") needs the "
+                        "prompts' length")
+    for key in ("dataset_min_input", "dataset_max_input", "dataset_min_output",
+                "dataset_max_output", "dataset_samples"):
+        if getattr(s, key) < 0:
+            problems.append(f"{key}: must not be negative, got {getattr(s, key)!r}")
     if s.dataset and not Path(s.dataset).is_file():
         problems.append(f"dataset: no such file {s.dataset!r}")
     if s.prefix_tokens and s.input_tokens is None:

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-__all__ = ["count_tokens", "synthetic_text"]
+__all__ = ["count_tokens", "cut_tokens", "synthetic_text"]
 
 _WORD_TEXT = (
     "the of and to in is that for it as was with be by on not he this are or his from at which "
@@ -36,3 +36,12 @@ def synthetic_text(rng: np.random.Generator, tokens: int, tokenizer: str) -> str
     picks = rng.integers(0, len(_WORDS), tokens)
     text = "".join(" " + _WORDS[i] for i in picks.tolist())
     return text[:tokens] if tokenizer == "bytes" else text
+
+
+def cut_tokens(text: str, tokens: int, tokenizer: str) -> str:
+    """The start of `text` holding at most `tokens` tokens under `tokenizer` (`bytes`: whole
+    characters only, so a multi-byte character at the cut is left out)."""
+    if tokenizer == "bytes":
+        return text.encode()[:tokens].decode("utf-8", "ignore")
+    ends = [m.end() for m in _PIECES.finditer(text)]
+    return text if len(ends) <= tokens else text[:ends[tokens - 1]] if tokens else ""

@@ -8,9 +8,8 @@
   words; with `prefix_tokens` and `prefix_groups`, sample i starts with the
   shared prefix of group i mod groups (the prompt is the prefix plus its own
   `input_tokens`);
-* a dataset (`dataset`, JSON lines): each row's `prompt` (or `text`), its
-  optional `output_tokens` (else drawn from `output_tokens`) and optional
-  `input_tokens` (else counted); sample i is row i mod rows;
+* a dataset (`dataset`, in `dataset_format` jsonl, sharegpt or lines:
+  `plan.datasets.build`); sample i is row i mod rows;
 * a trace replay whose file carries `input_tokens` and `output_tokens`
   columns, or a named trace (`trace_format`: mooncake, azure, burstgpt,
   `plan.traces`): query i gets row i's lengths (`in_order`: the schedule then
@@ -25,14 +24,12 @@ byte-vocabulary model). Nothing is downloaded.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from loadgen.errors import SettingsError
+from loadgen.plan.datasets.build import DatasetPrompts, dataset_prompts
 from loadgen.plan.lengths import LengthDist
 from loadgen.plan.prefixcache import prefix_for_target
 from loadgen.plan.prompts import Prompt, PromptSource
@@ -85,62 +82,6 @@ class SyntheticPrompts:
                 "seed": self.seed}
 
 
-@dataclass(frozen=True, slots=True)
-class DatasetPrompts:
-    """Prompts read from a JSON-lines file; sample i is row i mod rows."""
-
-    path: str
-    prompts: tuple[Prompt, ...]
-    tokenizer: str = "approx"
-
-    def prompt(self, index: int) -> Prompt:
-        """The row of one sample index."""
-        return self.prompts[index % len(self.prompts)]
-
-    def describe(self) -> dict[str, Any]:
-        """Plain values for the plan's record."""
-        return {"kind": "dataset", "path": self.path, "rows": len(self.prompts),
-                "mean_input_tokens": sum(p.input_tokens for p in self.prompts) / len(self.prompts),
-                "mean_output_tokens": sum(p.max_tokens for p in self.prompts) / len(self.prompts)}
-
-
-def _read_dataset(s: TestSettings, output: LengthDist) -> DatasetPrompts:
-    path = Path(s.dataset)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise SettingsError([f"dataset: cannot read {s.dataset!r}: {exc}"]) from None
-    drawn = output.draw(np.random.default_rng((s.workload_rng_seed, 3)), max(len(lines), 1))
-    prompts, problems = [], []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"dataset: {s.dataset}:{number}: not JSON: {exc}")
-            continue
-        text = row.get("prompt", row.get("text")) if isinstance(row, dict) else None
-        if not isinstance(text, str):
-            problems.append(f"dataset: {s.dataset}:{number}: needs a string 'prompt' (or 'text')")
-            continue
-        outputs, inputs = row.get("output_tokens"), row.get("input_tokens")
-        if not all(v is None or isinstance(v, int) and not isinstance(v, bool) and v > 0
-                   for v in (outputs, inputs)):
-            problems.append(f"dataset: {s.dataset}:{number}: input_tokens and output_tokens "
-                            "must be positive integers")
-            continue
-        prompts.append(Prompt(text, inputs or count_tokens(text, s.tokenizer),
-                              outputs or int(drawn[number - 1]), s.fixed_output))
-        if len(problems) >= 5:
-            break
-    if not prompts and not problems:
-        problems.append(f"dataset: {s.dataset} holds no prompts")
-    if problems:
-        raise SettingsError(problems)
-    return DatasetPrompts(s.dataset, tuple(prompts), s.tokenizer)
-
-
 def prompts_for(settings: TestSettings) -> PromptSource | None:
     """The run's prompts, or None when it has no token workload."""
     s = settings
@@ -160,7 +101,7 @@ def prompts_for(settings: TestSettings) -> PromptSource | None:
         return None
     output = s.output_tokens or LengthDist("fixed", 128.0)
     if s.dataset:
-        return _read_dataset(s, output)
+        return dataset_prompts(s, output)
     assert s.input_tokens is not None
     count = s.total_sample_count
     prefix = prefix_for_target(s)

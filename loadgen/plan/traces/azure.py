@@ -6,7 +6,7 @@ beyond microseconds dropped); arrivals count from the first row.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ def _epoch_seconds(value: str, path: str | Path, line: int) -> float:
     except ValueError:
         raise bad_row(path, line, "TIMESTAMP", f"{value!r} is not a date and time") from None
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
+        stamp = stamp.replace(tzinfo=UTC)
     return stamp.timestamp()
 
 

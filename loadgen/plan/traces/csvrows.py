@@ -19,8 +19,8 @@ def csv_rows(path: str | Path, columns: tuple[str, ...]) -> Iterator[tuple[int, 
     header = [h.strip().lstrip("\ufeff") for h in next(reader, None) or []]
     missing = [c for c in columns if c not in header]
     if missing:
-        raise SettingsError([f"trace_file: {path}:1: the header {header!r} lacks "
-                             f"{', '.join(missing)}"])
+        raise SettingsError([(f"trace_file: {path}:1: the header {header!r} lacks "
+                             f"{', '.join(missing)}")])
     where = {c: header.index(c) for c in columns}
     for count, row in enumerate(reader):
         if not any(cell.strip() for cell in row):

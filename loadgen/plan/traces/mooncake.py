@@ -12,8 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
-from loadgen.plan.traces.rows import (MAX_ROWS, TraceRows, bad_row, count_field, read_text,
-                                      seconds_field)
+from loadgen.plan.traces.rows import (
+    MAX_ROWS,
+    TraceRows,
+    bad_row,
+    count_field,
+    read_text,
+    seconds_field,
+)
 
 __all__ = ["read_mooncake"]
 

@@ -41,8 +41,8 @@ def read_text(path: str | Path) -> str:
     try:
         return Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
-        raise SettingsError([f"trace_file: cannot read {str(path)!r}: "
-                             f"{exc.strerror or exc}"]) from None
+        raise SettingsError([(f"trace_file: cannot read {str(path)!r}: "
+                             f"{exc.strerror or exc}")]) from None
     except UnicodeDecodeError as exc:
         raise SettingsError([f"trace_file: {path}: not UTF-8 text (byte {exc.start})"]) from None
 

@@ -1,6 +1,7 @@
 """The README's workload examples as a user runs them: `loadgen serve --model tiny-llm` in a
 subprocess, then `loadgen run scenarios/mooncake.toml` (the Mooncake-format sample) and
-`loadgen run scenarios/prefix_cache.toml` (a prefix-cache experiment with its verdict)."""
+`loadgen run scenarios/prefix_cache.toml` (a prefix-cache experiment with its verdict) and
+`loadgen run scenarios/sharegpt.toml` (the ShareGPT-format sample)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ def test_the_readme_workload_examples(tmp_path: Path) -> None:
         sut = f"openai://{address}/tiny-llm?endpoint=completions"
         trace = _run("scenarios/mooncake.toml", sut, tmp_path / "mooncake")
         experiment = _run("scenarios/prefix_cache.toml", sut, tmp_path / "prefix")
+        sharegpt = _run("scenarios/sharegpt.toml", sut.replace("completions", "chat"),
+                        tmp_path / "sharegpt")
     rows = read_mooncake(ROOT / "scenarios/traces/mooncake_sample.jsonl", 32)
     ideal, prompt = ideal_cached_tokens(rows, 32)
     cache = trace["tokens"]["cache"]  # type: ignore[index]
@@ -63,3 +66,4 @@ def test_the_readme_workload_examples(tmp_path: Path) -> None:
     rate = experiment["tokens"]["cache"]["hit_rate"]  # type: ignore[index]
     assert rate["requested"] == 0.6 and abs(rate["achieved"] - 0.6) <= 0.05
     assert "cache_hit_rate" not in experiment["reason_codes"]  # type: ignore[operator]
+    assert sharegpt["errors"] == 0 and sharegpt["tokens"]["requests"] > 0  # type: ignore[index]
