@@ -31,6 +31,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -299,9 +300,9 @@ class StreamingSut(abc.ABC):
         self.timeout_ms = e.number("timeout_ms", 0)
         self.ignore_eos = e.flag("ignore_eos", True)
         self.tokenizer = e.options.get("tokenizer", "approx")
-        if self.tokenizer not in TOKENIZERS:
+        if self.tokenizer not in TOKENIZERS and not Path(self.tokenizer).is_file():
             raise SutSpecError(f"{e.url}: tokenizer={self.tokenizer!r}: expected one of "
-                               f"{', '.join(TOKENIZERS)}")
+                               f"{', '.join(TOKENIZERS)} or a tokenizer file")
         self.counter = ChunkCounter(self.tokenizer)
         self.extra = _json_object(e, "extra")
         self.ssl = tls_context(e, e.flag("insecure"))
@@ -335,7 +336,8 @@ class StreamingSut(abc.ABC):
         self._prompts = prompts
         self._requests.clear()
         tokenizer = getattr(prompts, "tokenizer", None)
-        if "tokenizer" not in self.endpoint.options and tokenizer in TOKENIZERS:
+        if "tokenizer" not in self.endpoint.options and isinstance(tokenizer, str) and (
+                tokenizer in TOKENIZERS or Path(tokenizer).is_file()):
             self.tokenizer = tokenizer
             self.counter = ChunkCounter(tokenizer)
 

@@ -21,6 +21,7 @@ from loadgen.plan.datasets.rows import DATASET_FORMATS
 from loadgen.plan.lengths import LengthDist, parse_length
 from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
 from loadgen.plan.prefixcache import check_prefix_cache
+from loadgen.plan.tokenizers.load import is_file_tokenizer
 from loadgen.plan.traces.named import TRACE_FORMATS
 from loadgen.plan.turns import check_turns, parse_think_time, think_time_dict
 
@@ -144,7 +145,8 @@ class TestSettings:
                                       "against the server's cached_tokens; 0 = none")
     prefix_cache_tolerance: float = _f(0.05, "how far the achieved hit rate may be from "
                                        "prefix_cache_hit_rate (absolute)")
-    tokenizer: str = _f("approx", "token counting: `approx` (words) or `bytes`")
+    tokenizer: str = _f("approx", "token counting: `approx` (words), `bytes`, or PATH of a "
+                        "tokenizer.json or a tiktoken-style ranks file")
     workload_rng_seed: int = _f(8470324591232611257, "seed of the prompts' lengths and text")
     turns: LengthDist | None = _f(  # noqa: RUF009 - _f makes a field()
         None, "turns per multi-turn session: a number or {dist = ...}; unset = single requests")
@@ -212,6 +214,7 @@ _INT_KEYS = {n for n, f in _FIELDS.items() if f.type == "int"}
 _FLOAT_KEYS = {n for n, f in _FIELDS.items() if f.type == "float"}
 _BOOL_KEYS = {n for n, f in _FIELDS.items() if f.type == "bool"}
 _PATH_KEYS = ("trace_file", "schedule_file", "dataset")
+_RELATIVE_KEYS = (*_PATH_KEYS, "tokenizer")  # a tokenizer file is relative to the definition
 _LENGTH_KEYS = ("input_tokens", "output_tokens", "turns")
 
 
@@ -393,8 +396,9 @@ def _check_tokens(s: TestSettings, problems: list[str]) -> None:
     if s.prefix_groups < 1:
         problems.append(f"prefix_groups: must be at least 1, got {s.prefix_groups!r}")
     check_prefix_cache(s, problems)
-    if s.tokenizer not in ("approx", "bytes"):
-        problems.append(f"tokenizer: {s.tokenizer!r} is not one of approx, bytes")
+    if is_file_tokenizer(s.tokenizer) and not Path(s.tokenizer).is_file():
+        problems.append(f"tokenizer: {s.tokenizer!r} is not approx, bytes or a tokenizer file "
+                        "(tokenizer.json, or a tiktoken-style ranks file)")
     if s.mlperf_model and s.mlperf_model not in LLM_PRESETS:
         problems.append(f"mlperf_model: {s.mlperf_model!r} is not one of "
                         f"{', '.join(LLM_PRESETS)}{suggest(s.mlperf_model, LLM_PRESETS)}")
@@ -490,7 +494,8 @@ def load_settings(path: str | Path | None, overrides: list[str] | None = None) -
             raise SettingsError([f"{path}: no such file"]) from None
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError([f"{path}: not valid TOML: {exc}"]) from None
-        for key in _PATH_KEYS:  # a file named in a test definition is relative to it
-            if isinstance(values.get(key), str) and values[key]:
+        for key in _RELATIVE_KEYS:  # a file named in a test definition is relative to it
+            if isinstance(values.get(key), str) and values[key] and (
+                    key != "tokenizer" or is_file_tokenizer(values[key])):
                 values[key] = str(Path(path).parent / values[key])
     return settings_from_mapping(values | parse_overrides(overrides or []))

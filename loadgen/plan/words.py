@@ -7,6 +7,8 @@ import re
 
 import numpy as np
 
+from loadgen.plan.tokenizers.load import file_tokenizer, is_file_tokenizer, text_of_tokens
+
 __all__ = ["count_tokens", "cut_tokens", "synthetic_text"]
 
 _WORD_TEXT = (
@@ -23,9 +25,12 @@ _PIECES = re.compile(r"\w+|[^\w\s]")
 
 
 def count_tokens(text: str, tokenizer: str) -> int:
-    """Tokens in `text`: `approx` counts words and punctuation marks, `bytes` UTF-8 bytes."""
+    """Tokens in `text`: `approx` counts words and punctuation marks, `bytes` UTF-8 bytes,
+    a file tokenizer (a path, `plan.tokenizers`) its own count."""
     if tokenizer == "bytes":
         return len(text.encode())
+    if is_file_tokenizer(tokenizer):
+        return file_tokenizer(tokenizer).count(text)
     return len(_PIECES.findall(text))
 
 
@@ -33,6 +38,8 @@ def synthetic_text(rng: np.random.Generator, tokens: int, tokenizer: str) -> str
     """Text of exactly `tokens` tokens under `tokenizer`: words, each with a leading space."""
     if tokens <= 0:
         return ""
+    if is_file_tokenizer(tokenizer):
+        return text_of_tokens(rng, tokens, tokenizer, _WORDS)
     picks = rng.integers(0, len(_WORDS), tokens)
     text = "".join(" " + _WORDS[i] for i in picks.tolist())
     return text[:tokens] if tokenizer == "bytes" else text
