@@ -18,7 +18,7 @@ A fixed output length (with `ignore_eos=1`) adds `ignore_eos` and `min_tokens` b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen.adapters.history import Exchanged, transcript
@@ -85,6 +85,11 @@ class GenerateSut(StreamingSut):
         """The frame's description, with the version and where `max_tokens` goes."""
         return super().describe() | {"version": self.version,
                                      "max_tokens_at": self.max_tokens_at}
+
+    def has_text(self, doc: Mapping[str, Any]) -> bool:
+        """A step with non-empty `text_output`."""
+        text = doc.get("text_output")
+        return isinstance(text, str) and bool(text)
 
     def read(self, exchange: Exchange, payload: bytes, now_ns: int) -> None:
         """One event: an in-band error, or a step's `text_output`."""

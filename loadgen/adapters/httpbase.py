@@ -3,16 +3,18 @@ and health routes live; None for a SUT that is not reached over HTTP (in process
 simulated, several replicas).
 
 Takes an adapter (its `endpoint`) or a `--sut` SPEC string, so the driver of a run over
-several load workers finds it without building an adapter.
+several load workers finds it without building an adapter. `http_auth` gives the bearer
+header the SUT's requests carry, so a protected `/metrics` of the same server can be read.
 """
 
 from __future__ import annotations
 
+import os
 import urllib.parse
 
 from loadgen.adapters.wire.endpoint import Endpoint
 
-__all__ = ["HTTP_SCHEMES", "http_base"]
+__all__ = ["HTTP_SCHEMES", "http_auth", "http_base"]
 
 HTTP_SCHEMES = {"http": (80, False), "https": (443, True), "openai": (80, False),
                 "openais": (443, True), "generate": (80, False), "generates": (443, True)}
@@ -40,3 +42,16 @@ def http_base(sut: object) -> str | None:
     if isinstance(endpoint, Endpoint) and endpoint.scheme in HTTP_SCHEMES:
         return _root(endpoint.host, endpoint.port, endpoint.tls)
     return None
+
+
+def http_auth(sut: object) -> dict[str, str]:
+    """The `Authorization` header the SUT's own requests carry (`api_key_env`), for the same
+    endpoint's other routes; empty when it sends none. Never for another host."""
+    if isinstance(sut, str):
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(sut).query)
+        variable = (query.get("api_key_env") or [""])[0]
+        key = os.environ.get(variable, "") if variable else ""
+        return {"Authorization": f"Bearer {key}"} if key else {}
+    headers = getattr(sut, "headers", None)
+    token = headers.get("Authorization") if isinstance(headers, dict) else None
+    return {"Authorization": token} if isinstance(token, str) else {}

@@ -23,10 +23,11 @@ gives the server's counts (with `prompt_tokens_details.cached_tokens` and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen.adapters.history import Exchanged, transcript
+from loadgen.adapters.preflight import served_models
 from loadgen.adapters.streaming import (
     KEYS,
     Exchange,
@@ -38,7 +39,7 @@ from loadgen.adapters.streaming import (
 )
 from loadgen.adapters.tokens import Prompt
 from loadgen.adapters.wire.endpoint import Endpoint
-from loadgen.errors import SutSpecError
+from loadgen.errors import SutError, SutSpecError, suggest
 
 __all__ = ["OPENAI_KEYS", "OpenAISut"]
 
@@ -62,6 +63,7 @@ class OpenAISut(StreamingSut):
         self.protocol = f"openai-{self.endpoint_kind}"
         self.base = "/" + endpoint.options.get("base", "/v1").strip("/")
         self.continuous_usage = endpoint.flag("continuous_usage")
+        self._served: list[str] | None = None
 
     @classmethod
     def from_spec(cls, spec: str) -> OpenAISut:
@@ -96,6 +98,30 @@ class OpenAISut(StreamingSut):
     def describe(self) -> dict[str, Any]:
         """The frame's description, with the endpoint kind and usage options."""
         return super().describe() | {"base": self.base, "continuous_usage": self.continuous_usage}
+
+    async def preflight(self) -> None:
+        """The model must be among those `GET {base}/models` lists (when the server has the
+        route), then one short request must stream text."""
+        if not self.check_first:
+            return
+        served = await served_models(self.endpoint, f"{self.base}/models", self.headers, self.ssl)
+        self._served = served
+        if served is not None and self.endpoint.model not in served:
+            e = self.endpoint
+            raise SutError(
+                f"{e.url}: model {e.model!r} is not served here; {e.address} serves "
+                f"{', '.join(map(repr, served)) or 'no model'}{suggest(e.model, served)}"
+                + (f" (try {e.scheme}://{e.address}/{served[0]})" if served else ""))
+        await super().preflight()
+
+    async def preflight_hint(self) -> str:
+        """The served models, when the server listed them."""
+        return f" (served models: {', '.join(self._served)})" if self._served else ""
+
+    def has_text(self, doc: Mapping[str, Any]) -> bool:
+        """A chunk whose choices carry answer or reasoning text."""
+        answer, reasoning, _ = _texts(doc.get("choices"), self.chat)
+        return bool(answer or reasoning)
 
     def read(self, exchange: Exchange, payload: bytes, now_ns: int) -> None:
         """One event: `[DONE]`, an in-band error, a chunk with text and/or usage."""

@@ -43,6 +43,9 @@ def make_sut(spec: str) -> SystemUnderTest:
 
         return LlmSimSut.from_options(parse_options(rest))
     if kind == "builtin":
+        from loadgen.adapters.extras import require_sut_extra
+
+        require_sut_extra(f"--sut {spec}")
         from loadgen.adapters.llm import LlmSut, is_llm_spec
 
         if is_llm_spec(spec):

@@ -67,6 +67,9 @@ class TokenStream:
     finish_reason: str | None = None
     turn: int = 0
     """Its turn in a multi-turn session (1, 2, ...); 0 for a single request."""
+    sent_ns: int | None = None
+    """When the request went on the wire, where the SUT waited for a free connection first
+    (`max_in_flight`); None when it was sent as it was issued."""
 
     def add(self, stamp_ns: int, tokens: int, *, answer: bool = True) -> None:
         """Record one chunk of `tokens` output tokens read at `stamp_ns`."""

@@ -30,12 +30,13 @@ from typing import Any
 
 from loadgen.campaigns.sweep import metric_values
 from loadgen.errors import ResultError
+from loadgen.plan.units import format_duration
 from loadgen.record.histograms import decode, merge, percentile_ns
 from loadgen.report.result import RunResult, read_result
 
 __all__ = ["COMPARE_FILE", "Comparison", "MetricDiff", "Side", "compare", "comparison_doc",
-           "construct_differences", "load_side", "render", "side_paths", "t_quantile",
-           "token_metric_values"]
+           "construct_differences", "invalid_codes", "load_side", "render", "side_paths",
+           "t_quantile", "token_metric_values"]
 
 COMPARE_FILE = "compare.json"
 
@@ -107,6 +108,7 @@ def load_side(path: Path) -> Side:
 def comparison_doc(c: Comparison) -> dict[str, Any]:
     """The comparison as plain JSON (what `compare --json` prints and compare.json holds)."""
     return {"a": c.a.label, "b": c.b.label, "mismatch": c.mismatch,
+            "invalid": {"a": invalid_codes(c.a), "b": invalid_codes(c.b)},
             "differences": [list(d) for d in c.differences],
             "metrics": [asdict(m) | {"noise": m.noise, "rel": m.rel} for m in c.metrics]}
 
@@ -298,13 +300,27 @@ def _count_rate(results: Sequence[RunResult], rates: Sequence[float]) -> tuple[f
 
 
 def _fmt(name: str, value: float) -> str:
-    return f"{value / 1e6:.4g} ms" if name.endswith("_ns") else f"{value:.5g}"
+    return format_duration(value, 4) if name.endswith("_ns") else f"{value:.5g}"
+
+
+def invalid_codes(side: Side) -> list[str]:
+    """The reason codes of a side's INVALID launches (empty when every launch is VALID)."""
+    return sorted({str(code) for r in side.results if not r.valid for code in r.verdict.codes})
+
+
+def _validity(side: Side) -> str:
+    bad = sum(not r.valid for r in side.results)
+    if not bad:
+        return "VALID"
+    return f"INVALID ({bad} of {len(side.results)}: {', '.join(invalid_codes(side)) or '?'})"
 
 
 def render(c: Comparison) -> str:
-    """The comparison as text: one line per metric, then the construct check."""
-    lines = [f"A: {c.a.label} ({len(c.a.results)} launch(es))",
-             f"B: {c.b.label} ({len(c.b.results)} launch(es))", "",
+    """The comparison as text: each side's validity, one line per metric (no direction
+    claimed between INVALID runs), then the construct check."""
+    invalid = [name for name, side in (("A", c.a), ("B", c.b)) if invalid_codes(side)]
+    lines = [f"A: {c.a.label} ({len(c.a.results)} launch(es)) {_validity(c.a)}",
+             f"B: {c.b.label} ({len(c.b.results)} launch(es)) {_validity(c.b)}", "",
              (f"{'metric':<16}{'A':>12}{'B':>12}{'B-A':>14}{'rel':>8}  "
              f"{'95% CI of B-A':<30}{'method':<16}verdict")]
     for m in c.metrics:
@@ -312,8 +328,10 @@ def render(c: Comparison) -> str:
         verdict = "inside noise" if m.noise else ("B higher" if m.diff > 0 else "B lower")
         if m.method == "none":
             verdict = "no interval"
+        elif invalid and not m.noise:
+            verdict = f"{verdict}? ({' and '.join(invalid)} INVALID)"
         ci = f"[{_fmt(m.metric, m.low)}, {_fmt(m.metric, m.high)}]"
-        lines.append(f"{m.metric:<16}{_fmt(m.metric, m.a):>12}{_fmt(m.metric, m.b):>12}"
+        lines.append(f"{m.metric.removesuffix('_ns'):<16}{_fmt(m.metric, m.a):>12}{_fmt(m.metric, m.b):>12}"
                      f"{_fmt(m.metric, m.diff):>14}{rel:>8}  {ci:<30}{m.method:<16}{verdict}")
     lines.append("")
     if not c.differences:
@@ -323,4 +341,8 @@ def render(c: Comparison) -> str:
     if c.mismatch:
         lines.append(f"WARNING: construct mismatch: A and B differ in {len(c.differences)} "
                      "things, more than the variable being compared (name it with --vary)")
+    if invalid:
+        lines.append(f"WARNING: {' and '.join(invalid)} INVALID: a run that failed its rules "
+                     "(see each summary.txt) does not say which is better; fix the reasons "
+                     "and compare VALID runs")
     return "\n".join(lines) + "\n"

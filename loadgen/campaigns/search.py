@@ -28,10 +28,12 @@ A probe INVALID for issue lag measured the harness, not the SUT (its latency cou
 from the schedule the harness missed), so it is not a verdict on the SUT: the rate is
 tried again, and only once it has `harness_retries` such probes do they count (as
 failures: at that rate the harness cannot measure the SUT), flagged `harness_high`
-when the rate ends up as the bracket's top.
-When that happens before any rate has passed, the search stops (`harness_limited`):
-this harness on this machine cannot measure the SUT, and lower rates would only
-take longer to say so.
+when the rate ends up as the bracket's top. When that happens before any rate has
+passed, the search steps down as after any failure (a lower rate is easier on the
+harness too); it stops at `min_qps` (`harness_limited`).
+A probe whose latency at the SLO percentile misses the SLO by more than `FAR_MISS` times
+its p99 issue lag is the SUT's failure, lag or not: the lag cannot account for the miss
+(p99 8.9 s against a 100 ms SLO with 25 ms of lag is an overloaded SUT).
 
 Bracket: [highest rate whose every trial passed, lowest rate with a failing trial].
 Confidence: call the peak the rate at which a probe passes half the time. A rate
@@ -68,13 +70,17 @@ from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, TestSettings, issue_mode
 from loadgen.report.result import RunResult
+from loadgen.report.rows import run_row
 
-__all__ = ["GOALS", "Bracket", "SearchConfig", "Step", "Trial", "bracket", "confidence",
-           "find_peak", "goodput_probe_passes", "next_step", "probe_record", "round_rate"]
+__all__ = ["FAR_MISS", "GOALS", "Bracket", "SearchConfig", "Step", "Trial", "bracket",
+           "confidence", "find_peak", "goodput_probe_passes", "harness_limited", "next_step",
+           "probe_record", "round_rate"]
 
 GOALS = ("valid", "attainment")
 
 _CLAMP = 0.1  # an interpolated rate keeps this fraction of the bracket on each side
+FAR_MISS = 10
+"""A miss of the SLO larger than this many p99 issue lags is the SUT's, not the harness's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,10 +236,8 @@ def next_step(trials: Sequence[Trial], cfg: SearchConfig) -> Step:
             return Step(b, None, True, "ceiling")
         return go(min(b.low * cfg.growth, cfg.max_qps), "bracketing")
     if b.low is None:
-        if b.harness_high:
-            return Step(b, None, True, "harness_limited")
         if b.high <= cfg.min_qps:
-            return Step(b, None, True, "floor")
+            return Step(b, None, True, "harness_limited" if b.harness_high else "floor")
         return go(max(b.high / cfg.growth, cfg.min_qps), "bracketing")
     if (b.high - b.low) / b.high > cfg.tolerance:
         nxt = round_rate(_narrow(b, cfg.tolerance, _same_way(trials)))
@@ -265,6 +269,17 @@ def _token_ratio(result: RunResult) -> float | None:
     return max(ratios, default=None)
 
 
+def harness_limited(result: RunResult) -> bool:
+    """Whether a probe measured the harness rather than the SUT: INVALID for issue lag, and
+    its latency at the SLO percentile within `FAR_MISS` lags of the SLO (no latency SLO:
+    lag alone decides)."""
+    r = result.stats
+    if ReasonCode.ISSUE_LAG not in result.verdict.codes:
+        return False
+    slo_ns, at_ns = r.early_stopping.target_latency_ns, r.target_latency_at_ns
+    return not (slo_ns and at_ns - slo_ns > FAR_MISS * r.issue_lag_ns.p99)
+
+
 def probe_record(result: RunResult, index: int, trial: int, run_dir: str,
                  wall_s: float) -> dict[str, Any]:
     """A probe's line in the journal and peak.json: rate, verdict, figures."""
@@ -278,7 +293,7 @@ def probe_record(result: RunResult, index: int, trial: int, run_dir: str,
         "index": index, "target_qps": round_rate(s.target_qps), "trial": trial,
         "dir": run_dir, "valid": result.valid, "reasons": [x.text for x in result.verdict.reasons],
         "reason_codes": [str(code) for code in result.verdict.codes],
-        "harness_limited": ReasonCode.ISSUE_LAG in result.verdict.codes,
+        "harness_limited": harness_limited(result),
         "slo_ratio": at_p / slo_ns if slo_ns and at_p else _token_ratio(result),
         "latency_at_slo_percentile_ns": int(at_p),
         "qps_scheduled": r.qps_scheduled, "qps_completed": r.qps_completed,
@@ -287,6 +302,7 @@ def probe_record(result: RunResult, index: int, trial: int, run_dir: str,
         "duration_s": r.duration_s, "wall_s": round(wall_s, 3),
         "schedule_rng_seed": s.schedule_rng_seed,
         "latency_ns": r.query_latency_ns.as_dict(), "early_stopping": r.early_stopping.as_dict(),
+        "row": run_row(result),
     }
 
 

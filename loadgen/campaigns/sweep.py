@@ -39,6 +39,7 @@ from loadgen.campaigns.launch import Launcher, launch, plain, run_cached, seeded
 from loadgen.errors import ResultError, SettingsError, SutSpecError
 from loadgen.plan.settings import TestSettings, parse_overrides
 from loadgen.report.result import RunResult
+from loadgen.report.rows import point_row, run_row
 
 __all__ = [
     "METRICS",
@@ -209,7 +210,8 @@ def _run_point(index: int, p: _Point, launches: int, out_dir: Path, runner: Laun
                 f"{'VALID' if result.valid else 'INVALID'}")
     entry = {"index": index, "values": p.values, "sut": p.spec, "dir": str(point_dir),
              "launch_dirs": dirs, "settings": plain(p.settings.as_dict()),
-             "sut_description": results[0].sut, **aggregate(results)}
+             "sut_description": results[0].sut, "row": point_row([run_row(r) for r in results]),
+             **aggregate(results)}
     if in_force:
         entry["batcher"] = in_force
     return entry

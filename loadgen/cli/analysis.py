@@ -1,10 +1,10 @@
 """The analysis subcommands of `loadgen`: find-peak, sweep, report, compare.
 
-    loadgen find-peak FILE --sut SPEC --out DIR [--set k=v ...] [--budget-s S]
+    loadgen find-peak [FILE | --scenario NAME] --sut SPEC --out DIR [--set k=v ...] [--budget-s S]
                       [--goal valid|attainment] [--min-attainment F]
                       [--start-qps Q] [--min-qps Q] [--max-qps Q] [--tolerance F]
                       [--repeats N] [--min-queries N]
-    loadgen sweep FILE --sut SPEC --out DIR --grid KEY=v1,v2|a:b:step [--grid sut.KEY=...]
+    loadgen sweep [FILE | --scenario NAME] --sut SPEC --out DIR --grid KEY=v1,v2|a:b:step [--grid sut.KEY=...]
                   --launches N [--set k=v ...]
     loadgen report DIR
     loadgen compare A B [--vary KEY ...] [--json] [--out DIR]
@@ -23,13 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loadgen.cli import helptext
+from loadgen.cli.definition import add_definition_args, definition_path
 from loadgen.cli.exits import EXIT_MISMATCH
 from loadgen.cli.spread import add_spread_options, launcher, spread_engine, workers_overrides
 
 __all__ = ["add_parsers"]
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", type=Path, help="TOML test definition (see scenarios/)")
+    add_definition_args(p)
     p.add_argument("--sut", required=True, metavar="SPEC", help=helptext.SUT_HELP)
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="output directory (rerun with the same DIR to resume)")
@@ -52,8 +53,9 @@ def _find_peak(args: argparse.Namespace) -> int:
     from loadgen.campaigns.search import SearchConfig, find_peak
     from loadgen.plan.settings import load_settings
     from loadgen.report.html import build_report
+    from loadgen.report.overview import peak_table
 
-    settings = load_settings(args.file, args.overrides + workers_overrides(args))
+    settings = load_settings(definition_path(args), args.overrides + workers_overrides(args))
     cfg = SearchConfig(start_qps=args.start_qps or settings.target_qps, min_qps=args.min_qps,
                        max_qps=args.max_qps, tolerance=args.tolerance, repeats=args.repeats,
                        min_queries=args.min_queries, goal=args.goal,
@@ -62,6 +64,7 @@ def _find_peak(args: argparse.Namespace) -> int:
         doc = find_peak(settings, args.sut, args.out, cfg, args.budget_s, launcher(engine),
                         log=_log(args))
     report = build_report(args.out)
+    print(peak_table(doc), end="")
     print(doc["headline"])
     print(f"wrote {args.out / 'peak.json'}, {args.out / 'probes.csv'} and {report}")
     return 0 if doc["peak_qps"] else 1
@@ -72,15 +75,19 @@ def _sweep(args: argparse.Namespace) -> int:
     from loadgen.plan.settings import load_settings
     from loadgen.report.headline import noisy_flag
     from loadgen.report.html import build_report
+    from loadgen.report.overview import sweep_conditions, sweep_table
 
-    settings = load_settings(args.file, args.overrides + workers_overrides(args))
+    settings = load_settings(definition_path(args), args.overrides + workers_overrides(args))
     axes = [parse_axis(g) for g in args.grid]
     with spread_engine(args) as engine:
         doc = run_sweep(settings, args.sut, axes, args.launches, args.out, launcher(engine),
                         log=_log(args))
     report = build_report(args.out)
+    print(sweep_table(doc), end="")
     for point in doc["points"]:
-        print(noisy_flag(point) + point["headline"])
+        if point["noisy"]:
+            print(f"point {point['index']}: {noisy_flag(point).strip()}")
+    print(f"conditions: {sweep_conditions(doc)}")
     print(f"wrote {args.out / 'sweep.json'}, {args.out / 'sweep.csv'} and {report}")
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,11 @@ def _calibrate(args: argparse.Namespace) -> int:
               f"issue lag p99 {lag:.3f} ms  errors {figures.get('errors', 0)}", flush=True)
 
     entry = calibrate(args.sut, args.duration, args.steps, args.start, report)
+    if entry["ceiling_qps"] <= 0:  # a busy host: a ceiling of 0 would only mislead later runs
+        print("loadgen calibrate: no rate kept its schedule, down to "
+              f"{args.start / 2 ** args.steps:.0f} QPS: is the host busy? nothing stored "
+              "(rerun on a quieter host)", file=sys.stderr)
+        return 1
     path = save_calibration(adapter_kind(args.sut), entry, args.out)
     print(json.dumps({adapter_kind(args.sut): entry}, indent=2))
     print(f"wrote {path}")

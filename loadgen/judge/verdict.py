@@ -8,6 +8,7 @@ None. Code reads `Verdict.codes`; nobody parses the prose.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,9 +16,13 @@ from loadgen.judge.adjusted import percentile_key
 from loadgen.judge.stats import RunStats
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, Scenario
+from loadgen.record.hostload import HostLoad
 
 __all__ = ["RULES", "Headline", "Reason", "ReasonCode", "Verdict", "evaluate", "headline",
            "token_latencies"]
+
+ISSUER_QPS = 20_000
+"""A rate one load process issues on time on a quiet core; above it, advise more processes."""
 
 
 class ReasonCode(enum.StrEnum):
@@ -36,7 +41,9 @@ class ReasonCode(enum.StrEnum):
     TTFT_EARLY_STOPPING = "ttft_early_stopping"
     TPOT_EARLY_STOPPING = "tpot_early_stopping"
     CLOCK_SKEW = "clock_skew"  # several workers: their start skew bound is too wide
+    START_LATE = "start_late"  # several workers: one was released after its first query
     WORKER_LOST = "worker_lost"  # several workers: one was lost mid-run
+    NOTHING_MEASURED = "nothing_measured"  # no query completed in the measured window
     ERROR_ADJUSTED = "error_adjusted"  # judge_error_adjusted: the tail with failures counted
     CACHE_HIT_RATE = "cache_hit_rate"  # prefix_cache_hit_rate: the server's hits off target
 
@@ -83,6 +90,20 @@ def not_interrupted(p: RunPlan, r: RunStats) -> Reason | None:
         return Reason(ReasonCode.INTERRUPTED, "the run was interrupted before it finished: "
                                               "its figures are partial; run it to the end")
     return None
+
+
+def something_measured(p: RunPlan, r: RunStats) -> Reason | None:
+    if r.queries or r.samples:
+        return None
+    if r.errors:
+        why = f"{r.errors} queries failed (see the errors)"
+    elif p.warmup_ns:
+        why = (f"every query was issued in the warm-up (warmup_s = {p.warmup_ns / 1e9:g} s): "
+               "run longer than the warm-up, or shorten it")
+    else:
+        why = "the SUT answered none in time"
+    return Reason(ReasonCode.NOTHING_MEASURED,
+                  f"nothing was measured: no query completed in the measured window; {why}")
 
 
 def min_duration(p: RunPlan, r: RunStats) -> Reason | None:
@@ -166,14 +187,38 @@ def error_adjusted_tail(p: RunPlan, r: RunStats) -> Reason | None:
 
 
 def issue_lag(p: RunPlan, r: RunStats) -> Reason | None:
-    lag = r.issue_lag_ns.p99
-    if p.settings.scenario is Scenario.SERVER and lag > p.max_issue_lag_ns:
-        return Reason(ReasonCode.ISSUE_LAG,
-                      f"p99 issue lag {_ms(lag)} exceeds max_issue_lag_ms "
-                      f"{p.settings.max_issue_lag_ms:g}: the load generator fell behind its "
-                      "schedule, so this measures the harness, not the SUT; lower target_qps "
-                      "or add load processes")
-    return None
+    """Open-loop arrivals only (a closed loop or Offline has no schedule to fall behind)."""
+    return issue_lag_on(p, r, None) if _lagging(p, r) else None
+
+
+def _lagging(p: RunPlan, r: RunStats) -> bool:
+    return p.issue_mode is IssueMode.OPEN and r.issue_lag_ns.p99 > p.max_issue_lag_ns
+
+
+def issue_lag_on(p: RunPlan, r: RunStats, host: HostLoad | None) -> Reason:
+    """The issue-lag reason, with advice that fits the run: the host's own load when it was
+    busy, more load processes only at a rate one process cannot issue, and a single issuer's
+    core shared with an in-process SUT on a small host."""
+    s = p.settings
+    text = (f"p99 issue lag {_ms(r.issue_lag_ns.p99)} exceeds max_issue_lag_ms "
+            f"{s.max_issue_lag_ms:g}: the load generator fell behind its schedule, so this "
+            "measures the harness, not the SUT")
+    cores = host.cores if host is not None else 0
+    per_process = s.target_qps / max(1, s.workers)
+    advice = []
+    if host is not None and host.busy:
+        text += f"; the host was busy ({host.phrase()})"
+        advice.append("rerun on a quieter host, or stop what else runs here")
+    if per_process > ISSUER_QPS:
+        advice.append(f"spread {per_process:.0f} QPS per load process over more "
+                      f"(--workers {math.ceil(s.target_qps / ISSUER_QPS)})")
+    elif cores and cores <= 2:
+        advice.append(f"on {cores} core{'s' if cores != 1 else ''} the issuer shares its CPU "
+                      "with the SUT and all else: run the SUT on another host, or give it "
+                      "fewer workers")
+    if not advice:
+        advice.append("check what else runs on this host (see environment.host_load)")
+    return Reason(ReasonCode.ISSUE_LAG, f"{text}; {'; '.join(advice)}")
 
 
 def accuracy(p: RunPlan, r: RunStats) -> Reason | None:
@@ -245,8 +290,9 @@ def cache_hit_rate(p: RunPlan, r: RunStats) -> Reason | None:
     return None
 
 
-RULES: tuple[Rule, ...] = (not_interrupted, min_duration, min_queries, no_errors, latency_slo,
-                           error_adjusted_tail, issue_lag, accuracy, cache_hit_rate)
+RULES: tuple[Rule, ...] = (not_interrupted, something_measured, min_duration, min_queries,
+                           no_errors, latency_slo, error_adjusted_tail, issue_lag, accuracy,
+                           cache_hit_rate)
 
 
 def _warnings(p: RunPlan, r: RunStats) -> list[str]:
@@ -255,6 +301,9 @@ def _warnings(p: RunPlan, r: RunStats) -> list[str]:
     if not s.compliant:
         out.append(f"preset {s.preset!r}: settings below MLPerf minimums, not a compliant "
                    "result; drop the preset for one")
+    if s.warmup_s and p.issue_mode is IssueMode.OFFLINE:
+        out.append(f"warmup_s = {s.warmup_s:g} ignored: Offline has no warm-up (as in MLPerf), "
+                   "its one query is the measurement")
     if s.warmup_s == 0 and p.issue_mode in (IssueMode.OPEN, IssueMode.CLOSED):
         out.append("no warm-up (warmup_s = 0): cold-start effects are inside the measurement; "
                    "set warmup_s (a few seconds) to leave them out")
@@ -285,9 +334,12 @@ def _warnings(p: RunPlan, r: RunStats) -> list[str]:
 
 
 def evaluate(p: RunPlan, r: RunStats, extra_warnings: tuple[str, ...] = (),
-             extra_reasons: tuple[Reason, ...] = ()) -> Verdict:
-    """Apply every rule; any reason (or extra one, found outside the stats) makes it INVALID."""
+             extra_reasons: tuple[Reason, ...] = (), host: HostLoad | None = None) -> Verdict:
+    """Apply every rule; any reason (or extra one, found outside the stats) makes it INVALID.
+    `host` (the host's load over the run) lets the issue-lag reason say when it was busy."""
     reasons = tuple(reason for rule in RULES if (reason := rule(p, r)) is not None)
+    reasons = tuple(issue_lag_on(p, r, host) if x.code is ReasonCode.ISSUE_LAG else x
+                    for x in reasons)
     reasons += token_latencies(p, r)
     reasons += extra_reasons
     return Verdict(not reasons, reasons, extra_warnings + tuple(_warnings(p, r)))

@@ -19,6 +19,7 @@ from typing import Self, TextIO
 
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode
+from loadgen.plan.units import format_duration
 from loadgen.record.progress import Progress
 
 __all__ = ["LONG_RUN_S", "PLAIN_EVERY_S", "ProgressLines", "Standing", "clock",
@@ -58,8 +59,8 @@ def plan_line(plan: RunPlan) -> str:
 
 
 def milliseconds(ns: int | None) -> str:
-    """'1.23 ms' (three significant digits), or '?' when unknown."""
-    return "?" if ns is None else f"{ns / 1e6:.3g} ms"
+    """'1.23 ms', '845 us', '1.41 s' (the one duration formatter), or '?' when unknown."""
+    return "?" if ns is None else format_duration(ns)
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ import contextlib
 import secrets
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -86,6 +87,7 @@ __all__ = [
     "MAX_COMPONENTS",
     "SNAPSHOT_TIMEOUT_S",
     "PrometheusExporter",
+    "check_pushgateway",
     "monitors_for",
     "parse_listen",
 ]
@@ -124,6 +126,19 @@ def parse_listen(text: str) -> tuple[str, int]:
     if not port.isdigit() or not 0 <= int(port) <= 65535:
         raise SettingsError([f"--prometheus-port {text!r}: expected PORT or HOST:PORT"])
     return host, int(port)
+
+
+def check_pushgateway(url: str) -> str:
+    """The Pushgateway URL as given, checked before the run (a scheme-less `HOST:PORT` is
+    http, as prometheus_client takes it); raises SettingsError naming what is wrong."""
+    parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as exc:
+        raise SettingsError([f"--pushgateway {url!r}: {exc}"]) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError([f"--pushgateway {url!r}: expected http[s]://HOST[:PORT][/PATH]"])
+    return url
 
 
 class _Layout:
@@ -193,7 +208,7 @@ class PrometheusExporter:
                  pushgateway: str | None = None, run_id: str | None = None,
                  buckets_s: Iterable[float] = BUCKETS_S) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.pushgateway = pushgateway
+        self.pushgateway = None if pushgateway is None else check_pushgateway(pushgateway)
         self._listen = parse_listen(listen) if listen is not None else None
         self._fixed_run_id = run_id
         self._layout = _Layout(buckets_s)
@@ -291,8 +306,8 @@ class PrometheusExporter:
             try:
                 push_to_gateway(self.pushgateway, job="loadgen", registry=self.registry,
                                 grouping_key={"run_id": self.run_id}, timeout=10)
-            except OSError as exc:
-                print(f"loadgen: push to {self.pushgateway} failed: {exc}", file=sys.stderr)
+            except Exception as exc:  # noqa: BLE001 - after the run: report it, lose nothing
+                print(f"loadgen: push to {self.pushgateway} failed: {exc!r}", file=sys.stderr)
 
     # -- prometheus_client Collector ------------------------------------------------------
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from loadgen.adapters.safetext import safe_text
 from loadgen.adapters.tokens import TokenStream
 from loadgen.record.histograms import FLUSH_SLICE, Recorder
 from loadgen.record.querylog import QueryLog
@@ -121,23 +122,29 @@ class Collector:
         if entry is None:
             self.late += 1
             return
+        if stream.sent_ns is not None:
+            entry = _on_the_wire(entry, stream.sent_ns)
         if entry[3]:
             self._token_recorder().streamed(entry[0], entry[1], stream)
-        self._completed(query_id, entry, done_ns, components, None, output)
+        if self.log is not None:
+            ttft = stream.chunk_ns[0] - entry[0] if stream.chunk_ns else -1
+            self.log.add(query_id, entry[0], entry[1], done_ns, "ok", ttft, stream.output_tokens)
+        self._completed(query_id, entry, done_ns, components, None, output, logged=True)
 
     def sample_streamed(self, query_id: int, stream: TokenStream) -> None:
         """One sample's stream of a query of several (Offline) ended well; the query itself
         still ends with `done` or `failed`."""
         entry = self._inflight.get(query_id)
         if entry is not None and entry[3]:
-            self._token_recorder().streamed(entry[0], entry[1], stream)
+            sent = entry[1] if stream.sent_ns is None else max(entry[1], stream.sent_ns)
+            self._token_recorder().streamed(entry[0], sent, stream)
 
     def _completed(self, query_id: int, entry: tuple[int, int, int, bool], done_ns: int,
                    components: Mapping[str, int] | None, sample_done_ns: Sequence[int] | None,
-                   output: Any) -> None:
+                   output: Any, logged: bool = False) -> None:
         scheduled_ns, sent_ns, samples, measured = entry
         self.finished += 1
-        if self.log is not None:
+        if self.log is not None and not logged:
             self.log.add(query_id, scheduled_ns, sent_ns, done_ns)
         if measured:
             latency = done_ns - scheduled_ns
@@ -171,6 +178,9 @@ class Collector:
         if entry is None:
             self.late += 1
             return
+        if stream is not None and stream.sent_ns is not None:
+            entry = _on_the_wire(entry, stream.sent_ns)
+        kind, detail = safe_text(kind), None if detail is None else safe_text(detail)
         self.finished += 1
         if entry[3] and (stream is not None or self.tokens is not None):
             self._token_recorder().failed(entry[0], entry[1], stream)
@@ -276,3 +286,10 @@ class Collector:
             message = detail[:DETAIL_CHARS]
             if len(kept) < MAX_DETAILS and message not in kept:
                 kept.append(message)
+
+
+def _on_the_wire(entry: tuple[int, int, int, bool], sent_ns: int) -> tuple[int, int, int, bool]:
+    """An in-flight entry whose send stamp is when its request went on the wire (it waited
+    for a free connection first): the wait stays in the from-schedule view only."""
+    scheduled_ns, issued_ns, samples, measured = entry
+    return scheduled_ns, max(issued_ns, sent_ns), samples, measured

@@ -38,7 +38,9 @@ def remote_memory(deltas: dict[str, float | None] | None) -> dict[str, Any]:
     """The server's memory gauges' maxima over the window, from `server_metrics` deltas."""
     d = deltas or {}
     rss, gpu = d.get("server_rss_bytes_max"), d.get("gpu_memory_used_bytes_max")
-    return {"where": "remote", "host_rss_peak_bytes": None if rss is None else int(rss),
+    return {"where": "remote" if deltas is not None else "not_measured",
+            "host_rss_peak_bytes": None if rss is None else int(rss),
             "gpu_memory_peak_bytes": None if gpu is None else int(gpu),
             "source": "the server's /metrics" if deltas is not None
-            else "not measured: set server_metrics to read the server's memory gauges"}
+            else "not measured: in process only for torch SUTs; a remote server's gauges need "
+                 "server_metrics"}

@@ -30,10 +30,11 @@ _GPU_KEYS = ("gpu", "gpu_model", "gpu_name", "device_name")
 _GPU_COUNT_KEYS = ("gpu_count", "num_gpus", "num_shard", "tensor_parallel_size")
 
 
-def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
+def _get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int, bytes]:
     """(status, body) of a GET; status 0 when nothing answered."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                    timeout=timeout_s) as response:
             return int(response.status), bytes(response.read(_MAX_BODY))
     except urllib.error.HTTPError as exc:
         return int(exc.code), b""
@@ -83,34 +84,39 @@ def _gpu(identity: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _health_route(base: str, timeout_s: float) -> tuple[str, int] | None:
+def _health_route(base: str, timeout_s: float,
+                  headers: dict[str, str]) -> tuple[str, int] | None:
     """The first health route answering 2xx, else the first answering at all."""
-    answered = [(route, _get(base + route, timeout_s)[0]) for route in HEALTH_ROUTES]
+    answered = [(route, _get(base + route, timeout_s, headers)[0]) for route in HEALTH_ROUTES]
     ok = [(r, s) for r, s in answered if 200 <= s < 300]
     return next(iter(ok or [(r, s) for r, s in answered if s]), None)
 
 
-def _round_trips(base: str, rounds: int, timeout_s: float) -> dict[str, Any] | None:
-    found = _health_route(base, timeout_s)
+def _round_trips(base: str, rounds: int, timeout_s: float,
+                 headers: dict[str, str]) -> dict[str, Any] | None:
+    found = _health_route(base, timeout_s, headers)
     if found is None:
         return None
     route, status = found
     times = []
     for _ in range(rounds):
         start = time.perf_counter_ns()
-        _get(base + route, timeout_s)
+        _get(base + route, timeout_s, headers)
         times.append(time.perf_counter_ns() - start)
     return {"route": route, "status": status, "count": len(times), "min_ns": min(times),
             "median_ns": round(statistics.median(times)), "max_ns": max(times)}
 
 
-def probe_endpoint(base: str, rounds: int = 5, timeout_s: float = 2.0) -> dict[str, Any]:
+def probe_endpoint(base: str, rounds: int = 5, timeout_s: float = 2.0,
+                   headers: dict[str, str] | None = None) -> dict[str, Any]:
     """result.json `endpoint`: `base`, `identity` (what it says of itself), `gpu` (model and
-    count where exposed, else None) and `baseline_rtt` (None when no route answered)."""
+    count where exposed, else None) and `baseline_rtt` (None when no route answered);
+    `headers` (the SUT's own bearer token) go with every request."""
+    sent = dict(headers or {})
     identity: dict[str, Any] = {}
     for route in IDENTITY_ROUTES:
-        status, body = _get(base + route, timeout_s)
+        status, body = _get(base + route, timeout_s, sent)
         if 200 <= status < 300:
             identity |= _identity(route, _json(body))
     return {"base": base, "identity": identity, "gpu": _gpu(identity),
-            "baseline_rtt": _round_trips(base, rounds, timeout_s)}
+            "baseline_rtt": _round_trips(base, rounds, timeout_s, sent)}

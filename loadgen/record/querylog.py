@@ -6,9 +6,12 @@ thousand or so rows wait, on each progress tick, and at the latest every
 `FLUSH_ROWS` rows, so a crash or Ctrl-C keeps all but the last moments). At the
 end `queries.csv` is written from it:
 
-    query_id, scheduled_ns, sent_ns, done_ns, status
+    query_id, scheduled_ns, sent_ns, done_ns, latency_ns, status
+    (token runs also) ttft_ns, output_tokens
 
-times relative to the run's start; status is ``ok`` or the error kind.
+times relative to the run's start; `latency_ns` is done minus scheduled (the latency the
+verdict reads); `ttft_ns` the first token from the schedule; status is ``ok`` or the error
+kind (a failed stream's token cells are empty).
 A torn last record (a crash mid-write) is ignored by `read_binary`.
 """
 
@@ -27,7 +30,10 @@ CSV_FILE = "queries.csv"
 KINDS_FILE = "queries.kinds.json"
 FLUSH_ROWS = 16_384  # rows buffered at most (~600 KB)
 RECORD = np.dtype([("query_id", "<i8"), ("scheduled_ns", "<i8"), ("sent_ns", "<i8"),
-                   ("done_ns", "<i8"), ("status", "<i4")])
+                   ("done_ns", "<i8"), ("ttft_ns", "<i8"), ("output_tokens", "<i8"),
+                   ("status", "<i4")])
+"""One row; `ttft_ns` and `output_tokens` are -1 where a query streamed no tokens."""
+_STAMPS = 6  # the int64 columns before status
 _RECORD_NAMES: tuple[str, ...] = tuple(RECORD.fields or ())
 
 
@@ -39,20 +45,26 @@ class QueryLog:
         self.out_dir = out_dir
         self.origin_ns = origin_ns
         self._file = open(out_dir / BINARY_FILE, "wb")  # noqa: SIM115 - closed in close()
-        self._cols = [array.array("q") for _ in range(4)]
+        self._cols = [array.array("q") for _ in range(_STAMPS)]
         self._status = array.array("i")
         self._kinds: dict[str, int] = {"ok": 0}
         self._kinds_saved = 0
         self.rows = 0
+        self.streams = False
+        """Whether any row carries tokens (a token run: queries.csv gets their columns)."""
 
     def add(self, query_id: int, scheduled_ns: int, sent_ns: int, done_ns: int,
-            kind: str = "ok") -> None:
-        """One finished query (the hot call)."""
-        ids, sched, sent, done = self._cols
+            kind: str = "ok", ttft_ns: int = -1, output_tokens: int = -1) -> None:
+        """One finished query (the hot call); a token stream's TTFT and output tokens."""
+        ids, sched, sent, done, ttft, tokens = self._cols
         ids.append(query_id)
         sched.append(scheduled_ns)
         sent.append(sent_ns)
         done.append(done_ns)
+        ttft.append(ttft_ns)
+        tokens.append(output_tokens)
+        if output_tokens >= 0:
+            self.streams = True
         code = self._kinds.get(kind)
         if code is None:
             code = self._kinds[kind] = len(self._kinds)
@@ -71,7 +83,7 @@ class QueryLog:
         if not n:
             return
         rows = np.empty(n, dtype=RECORD)
-        for name, col in zip(_RECORD_NAMES[:4], self._cols, strict=True):
+        for name, col in zip(_RECORD_NAMES[:_STAMPS], self._cols, strict=True):
             rows[name] = np.frombuffer(col, dtype=np.int64)
             del col[:]
         for name in ("scheduled_ns", "sent_ns", "done_ns"):
@@ -92,18 +104,29 @@ class QueryLog:
         names = {code: kind for kind, code in self._kinds.items()}
         path = self.out_dir / CSV_FILE
         step = 65536 * RECORD.itemsize
+        tokens = self.streams
         with open(self.out_dir / BINARY_FILE, "rb") as src, open(path, "w") as out:
-            out.write("query_id,scheduled_ns,sent_ns,done_ns,status\n")
+            out.write("query_id,scheduled_ns,sent_ns,done_ns,latency_ns,status"
+                      + (",ttft_ns,output_tokens\n" if tokens else "\n"))
             while chunk := src.read(step):
                 part = np.frombuffer(chunk[: len(chunk) // RECORD.itemsize * RECORD.itemsize],
                                      dtype=RECORD)
-                out.writelines(
-                    f"{q},{a},{b},{c},{names[s]}\n"
-                    for q, a, b, c, s in zip(part["query_id"].tolist(),
-                                             part["scheduled_ns"].tolist(),
-                                             part["sent_ns"].tolist(), part["done_ns"].tolist(),
-                                             part["status"].tolist(), strict=True))
+                columns = [part[name].tolist() for name in (
+                    "query_id", "scheduled_ns", "sent_ns", "done_ns", "status", "ttft_ns",
+                    "output_tokens")]
+                out.writelines(_line(*row, names, tokens) for row in zip(*columns, strict=True))
         return path
+
+
+def _line(query: int, scheduled: int, sent: int, done: int, status: int, ttft: int,
+          tokens: int, names: dict[int, str], token_run: bool) -> str:
+    """One queries.csv row (token cells empty where the query streamed none)."""
+    head = f"{query},{scheduled},{sent},{done},{done - scheduled},{names[status]}"
+    if not token_run:
+        return head + "\n"
+    if tokens < 0:
+        return head + ",,\n"
+    return head + f",{'' if ttft < 0 else ttft},{tokens}\n"
 
 
 def read_binary(out_dir: Path) -> tuple[np.ndarray, dict[str, int]]:

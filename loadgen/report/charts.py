@@ -232,12 +232,20 @@ def p99_timelines_chart(timelines: Mapping[str, Sequence[Mapping[str, Any]]],
     return Chart("p99 over time", data, axes_layout("time (s)", "latency (ms)"))
 
 
-def throughput_chart(windows: Sequence[Mapping[str, Any]]) -> Chart:
-    """Answered and good (within the SLO) queries per second, per time window."""
-    mids = _mids(windows)
-    width = [max(float(w["end_s"]) - float(w["start_s"]), 1e-9) for w in windows]
+def throughput_chart(windows: Sequence[Mapping[str, Any]], end_s: float | None = None) -> Chart:
+    """Answered and good (within the SLO) queries per second, per time window. With the
+    run's `end_s`, the last window counts only the time it ran (a partial window is no
+    cliff), and one that ran under a tenth of its width is left out."""
+    kept, width = [], []
+    for w in windows:
+        start, end = float(w["start_s"]), float(w["end_s"])
+        ran = min(end, end_s) - start if end_s is not None else end - start
+        if ran >= 0.1 * (end - start) and ran > 0:
+            kept.append(w)
+            width.append(ran)
+    mids = [float(w["start_s"]) + dt / 2 for w, dt in zip(kept, width, strict=True)]
     data = [{"type": "scatter", "mode": "lines+markers", "name": name, "x": mids,
-             "y": [int(w.get(key, 0)) / dt for w, dt in zip(windows, width, strict=True)]}
+             "y": [int(w.get(key, 0)) / dt for w, dt in zip(kept, width, strict=True)]}
             for name, key in (("throughput", "queries"), ("goodput", "good"))]
     return Chart("Throughput and goodput over time", data, axes_layout("time (s)", "QPS"))
 
@@ -273,7 +281,8 @@ def components_chart(components: Mapping[str, ComponentSummary]) -> Chart:
                      "x": [getattr(x.latency, key) / 1e6 for x in c], "xaxis": "x2",
                      "visible": "legendonly"})
     layout = axes_layout("% of mean latency", "", barmode="group",
-                     xaxis2={"overlaying": "x", "side": "top", "title": {"text": "ms"}})
+                     xaxis2={"overlaying": "x", "side": "top", "title": {"text": "ms"}},
+                     yaxis={"automargin": True})  # room for the longest component name
     return Chart("Latency components", data, layout)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from loadgen.plan.units import format_duration
 from loadgen.report.result import RunResult
 
 __all__ = ["conditions", "noisy_flag", "peak_headline", "point_headline", "run_headline",
@@ -20,7 +21,7 @@ __all__ = ["conditions", "noisy_flag", "peak_headline", "point_headline", "run_h
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3g} ms"
+    return format_duration(ns)
 
 
 def _num(value: float) -> str:
@@ -29,7 +30,7 @@ def _num(value: float) -> str:
 
 
 def _duration(ns: float) -> str:
-    return f"{ns / 1e3:.3g} us" if ns < 1e6 else _ms(ns)
+    return format_duration(ns)
 
 
 def sut_phrase(sut: Mapping[str, Any]) -> list[str]:

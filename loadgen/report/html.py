@@ -24,12 +24,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from loadgen.adapters.safetext import safe_tree
 from loadgen.errors import ResultError
 from loadgen.record.histograms import decode
 from loadgen.report import charts, comparison, tables
 from loadgen.report.charts import Chart, LoadPoint
 from loadgen.report.energy import energy_html
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
+from loadgen.report.overview import peak_table, sweep_table
 from loadgen.report.pareto import PARETO_FILE, pareto_chart, pareto_rows
 from loadgen.report.result import RESULT_FILE, RunResult, read_result
 from loadgen.report.serverchart import server_chart
@@ -62,8 +64,8 @@ def load_kind(path: Path) -> tuple[str, Any]:
                        ("compare.json", "comparison")):
         if (root / name).is_file():
             try:
-                return kind, json.loads((root / name).read_text())
-            except (OSError, json.JSONDecodeError) as exc:
+                return kind, safe_tree(json.loads((root / name).read_text()))
+            except (OSError, ValueError) as exc:
                 raise ResultError(f"{root / name}: cannot read: {exc}") from None
     return "run", read_result(root)
 
@@ -125,8 +127,8 @@ def _sweep_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
 def _raw_result(root: Path) -> dict[str, Any]:
     """result.json as plain JSON (for fields newer than `RunResult`); {} when unreadable."""
     try:
-        doc = json.loads((root / RESULT_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+        doc = safe_tree(json.loads((root / RESULT_FILE).read_text()))
+    except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -147,8 +149,11 @@ def _run_charts(result: RunResult, root: Path) -> list[Chart]:
     slo = _slo_ns(result.settings.as_dict())
     out: list[Chart] = []
     if len(r.timeline) >= _MIN_WINDOWS:
-        out += [charts.latency_timeline_chart(r.timeline, slo), charts.throughput_chart(r.timeline),
-                charts.errors_chart(r.timeline)]
+        end_s = float(result.settings.warmup_s) + r.duration_s
+        out += [charts.latency_timeline_chart(r.timeline, slo),
+                charts.throughput_chart(r.timeline, end_s)]
+        if any(int(w.get("errors", 0)) for w in r.timeline):
+            out.append(charts.errors_chart(r.timeline))
     hists = _hists({"from schedule": result}) | _hists({"service, from send": result},
                                                        "service_latency_ns")
     hists = hists or _hists({"samples, from schedule": result}, "latency_ns")  # Offline
@@ -244,6 +249,9 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
                       "streams": ts.tokens.requests, "failed": ts.tokens.failed,
                       "attainment": ts.goodput.attainment,
                       "goodput tokens/s": ts.goodput.tokens_per_s}
+            achieved = ts.tokens.cache["hit_rate"]["achieved"]
+            if achieved is not None:
+                counts["prefix-cache hit rate (usage)"] = achieved
             parts += ["<h2>Tokens</h2>", _table([counts], list(counts)),
                       _table(tokens, TOKEN_COLUMNS)]
             if ts.turns:
@@ -270,12 +278,18 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
         head = {"peak_qps": doc["peak_qps"], "bracket": doc["bracket"],
                 "confidence": doc["confidence"], "status": doc["status"],
                 "probes": len(doc["probes"]), "elapsed_s": doc["elapsed_s"]}
-        return _table([head], list(head)), "<h2>Probes</h2>" + _table(
-            rows, [c for c in rows[0] if c != "dir"] if rows else [])
+        return _glance(peak_table(doc)) + _table([head], list(head)), "<h2>Probes</h2>" + \
+            _table(rows, [c for c in rows[0] if c != "dir"] if rows else [])
     rows = tables.sweep_rows(doc)
     keep = [c for c in (rows[0] if rows else {}) if not c.endswith(("_min", "_max"))]
-    return "", ("<h2>Points</h2>" + _table(rows, keep)
-                + "<p>min and max of each metric are in sweep.csv</p>")
+    return _glance(sweep_table(doc)), ("<h2>Points</h2>" + _table(rows, keep)
+                                       + "<p>min and max of each metric are in sweep.csv</p>")
+
+
+def _glance(text: str) -> str:
+    """The table the command printed, one row per point, leading the page."""
+    return f'<pre class="glance">{html.escape(text)}</pre>'
+
 
 
 def _headline(kind: str, doc: Any) -> list[str]:
@@ -321,7 +335,9 @@ def _pareto(kind: str, doc: Any, root: Path) -> list[Chart]:
 
 def build_report(path: Path) -> Path:
     """Write DIR/report.html for a run, sweep, find-peak or comparison directory; return
-    its path."""
+    its path; ResultError for a path that is not there."""
+    if not path.exists():
+        raise ResultError(f"{path}: no such run, sweep, find-peak or comparison directory")
     root = path if path.is_dir() else path.parent
     kind, doc = load_kind(root)
     lines = _headline(kind, doc)

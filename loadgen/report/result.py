@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadgen.adapters.safetext import safe_tree
 from loadgen.errors import ResultError
 from loadgen.judge.energy import EnergyFigures
 from loadgen.judge.servermetrics import ServerMetrics
@@ -165,7 +166,10 @@ def write_result(out_dir: Path, result: RunResult) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / RESULT_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
+    with open(tmp, "w") as out:  # on disk before it takes the name (a crash, a power cut)
+        out.write(json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
     os.replace(tmp, path)
     return path
 
@@ -175,8 +179,8 @@ def read_result(path: Path) -> RunResult:
     if path.is_dir():
         path = path / RESULT_FILE
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        doc = safe_tree(json.loads(path.read_text()))  # a file from outside: no lone surrogates
+    except (OSError, ValueError) as exc:
         raise ResultError(f"{path}: cannot read result: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema_version") not in _READABLE:
         raise ResultError(f"{path}: not a loadgen result of schema version "

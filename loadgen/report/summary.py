@@ -8,6 +8,7 @@ from typing import Any
 from loadgen.judge.stats import LatencySummary, RunStats
 from loadgen.report.energy import energy_lines
 from loadgen.report.result import RunResult
+from loadgen.report.rows import write_summary_csv
 from loadgen.report.serversummary import server_lines
 from loadgen.report.tokensummary import token_lines
 
@@ -58,7 +59,7 @@ def render_summary(result: RunResult) -> str:
                f"  duration: {r.duration_s:.2f} s"),
               (f"Rates     : scheduled {r.qps_scheduled:.2f} QPS, completed "
                f"{r.qps_completed:.2f} QPS, {r.samples_per_s:.2f} samples/s, "
-               f"goodput {r.goodput_qps:.2f} QPS")]
+               f"latency-SLO goodput {r.goodput_qps:.2f} QPS")]
     if s.target_latency_ms:
         lines.append(f"SLO       : p{s.target_latency_percentile:g} <= "
                      f"{s.target_latency_ms:g} ms; over SLO: {r.overlatency}")
@@ -92,6 +93,7 @@ def render_summary(result: RunResult) -> str:
         lags = "  ".join(f"#{p['index']} {p['queries']}q lag p99 {p['issue_lag_ns']['p99'] / 1e6:.3f}"
                          for p in w["per_worker"])
         lines += ["", f"Load processes: {w['count']} ({w['split']}); {lags} ms"]
+        lines += [_harness_cost(w)]
     if result.distributed:
         d = result.distributed
         lost = "; ".join(f"LOST #{x['index']} on {x['host']} ({x['missing']} queries missing)"
@@ -109,6 +111,18 @@ def render_summary(result: RunResult) -> str:
         lines += ["", "Warnings:"] + [f"  - {w}" for w in v.warnings]
     lines.append(_RULE)
     return "\n".join(lines) + "\n"
+
+
+def _harness_cost(w: dict[str, Any]) -> str:
+    """What the load processes and the driver cost: CPU share and start slack of each."""
+    def slack(p: dict[str, Any]) -> str:
+        ns = p.get("start_slack_ns")
+        return "" if ns is None else f", slack {ns / 1e6:.1f} ms"
+
+    each = "  ".join(f"#{p['index']} cpu {p['cpu_share']:.0%}{slack(p)}" for p in w["per_worker"])
+    driver = w.get("driver")
+    return f"Harness   : {each}" + ("" if driver is None
+                                      else f"; driver cpu {driver['cpu_share']:.0%}")
 
 
 def _why_most_failed(r: RunStats) -> list[str]:
@@ -149,7 +163,8 @@ def _describe_sut(sut: dict[str, Any]) -> str:
 
 
 def write_summary(out_dir: Path, result: RunResult) -> Path:
-    """Write summary.txt beside result.json."""
+    """Write summary.txt beside result.json, and its one-row summary.csv (`report.rows`)."""
     path = out_dir / SUMMARY_FILE
     path.write_text(render_summary(result))
+    write_summary_csv(out_dir, result)
     return path

@@ -1,8 +1,11 @@
 """CSV and JSON of sweeps and searches: rows from a saved document, written atomically.
 
 sweep.csv: one row per point: `point`, each swept key, `launches`, `valid_launches`,
-`noisy`, then `METRIC_median`, `METRIC_min`, `METRIC_max`, `METRIC_cv` for every
-metric of `loadgen.campaigns.sweep.METRICS` (latencies in ns; CV empty with one launch).
+`noisy`, the point's at-a-glance row (`loadgen.report.rows`: offered and achieved rate,
+p50/p99 ms, TTFT/TPOT/ITL p50/p99 ms and tokens/s for token runs, goodput, `valid`,
+`reasons`; medians over launches), then `METRIC_median`, `METRIC_min`, `METRIC_max`,
+`METRIC_cv` for every metric of `loadgen.campaigns.sweep.METRICS` (latencies in ns; CV
+empty with one launch).
 
 probes.csv (find-peak): one row per probe: `index`, `target_qps`, `trial`,
 `valid`, `harness_limited`, `slo_ratio`, `qps_scheduled`, `qps_completed`, `goodput_qps`,
@@ -64,7 +67,7 @@ def sweep_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"point": point["index"], **point["values"],
                                "launches": point["stats"][doc["metrics"][0]]["n"],
                                "valid_launches": point["valid_launches"],
-                               "noisy": point["noisy"]}
+                               "noisy": point["noisy"], **point.get("row", {})}
         for metric in doc["metrics"]:
             for key in ("median", "min", "max", "cv"):
                 row[f"{metric}_{key}"] = point["stats"][metric][key]

@@ -87,9 +87,9 @@ def _goodput_lines(ts: TokenStats) -> list[str]:
     if not g.slos_ms:
         return []
     slos = ", ".join(f"{k.upper()} <= {v:g} ms" for k, v in g.slos_ms.items())
-    return [(f"Goodput   : {100 * g.attainment:.2f}% attainment ({g.good} of {g.attempted}, "
-            f"errors as misses) under {slos}; {g.requests_per_s:.2f} requests/s, "
-            f"{g.tokens_per_s:.1f} tokens/s")]
+    return [(f"Token SLOs: {100 * g.attainment:.2f}% attainment ({g.good} of {g.attempted}, "
+            f"errors as misses) under {slos}; token-SLO goodput {g.requests_per_s:.2f} "
+            f"requests/s, {g.tokens_per_s:.1f} tokens/s")]
 
 
 def _turn_lines(ts: TokenStats) -> list[str]:

@@ -8,8 +8,18 @@ Each step: take new requests and cancellations, let the scheduler form the step 
 prefill chunks, decode one token for every running sequence), run it, append the sampled
 tokens, retire finished sequences (their blocks freed at once), register newly full blocks
 for prefix caching, and hand each request its `Delta` through its callback, on this thread;
-an asyncio caller forwards it with `loop.call_soon_threadsafe`. The waiting queue is bounded
-(`max_waiting`): one more request raises `Overloaded` (a 429 on the wire).
+an asyncio caller forwards it with `loop.call_soon_threadsafe`. A step's deltas go out while
+the next step computes (the runner's `while_computing`), before the loop idles, and before
+any request ends otherwise (cancel, error, stop); each keeps the time its tokens were read.
+The waiting queue is bounded (`max_waiting`): one more request raises `Overloaded` (a 429 on
+the wire).
+
+Failures stay with their requests: a request that can never run (token ids outside the
+vocabulary, non-finite sampling values) is refused by `submit`; a step whose run raises ends
+only the requests in it (reason `error`), and the engine goes on. Only a failure of the loop
+itself, or `MAX_FAILED_STEPS` failed steps in a row (a lost device), stops the engine: every
+request then ends with the error, `alive` turns False, `failure` says why, and each callback
+given to `watch` is called once.
 
 `observer`, when given, sees every step (`step(record)`) and every finished request
 (`finished(timings, token_ns, reason)`): the metrics hook. The last `trace_steps` step records are
@@ -21,11 +31,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import math
 import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from collections.abc import Sequence as Seq
 from typing import Any, Protocol
 
@@ -40,9 +51,10 @@ from sut.llm.scheduler import Scheduler, StepPlan
 from sut.llm.sequence import Delta, RequestTimings, SamplingParams, Sequence
 from sut.llm.tokenizer import BOS
 
-__all__ = ["EngineObserver", "LLMEngine"]
+__all__ = ["MAX_FAILED_STEPS", "EngineObserver", "LLMEngine"]
 
 _log = logging.getLogger(__name__)
+MAX_FAILED_STEPS = 3
 
 
 class EngineObserver(Protocol):
@@ -64,7 +76,7 @@ class LLMEngine:
         self.config = config
         self.runner = runner
         self.max_model_len = max_model_len
-        self.blocks = BlockManager(len(runner.kv[0][0]), config.block_size,
+        self.blocks = BlockManager(runner.num_blocks, config.block_size,
                                    config.enable_prefix_caching)
         self.scheduler = Scheduler(config, self.blocks)
         self.observer = observer
@@ -78,6 +90,13 @@ class LLMEngine:
         self._live: dict[int, Sequence] = {}
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self.vocab_size = kv_shape(runner.model).vocab_size
+        self.failure: str | None = None
+        self._failed_steps = 0
+        self._watchers: list[Callable[[str | None], None]] = []
+        self._ended = False
+        self._unsent: list[tuple[Sequence, int]] = []  # (sequence, read ns) still to emit
+        runner.while_computing = self._send
 
     @classmethod
     def build(cls, model_name: str, config: EngineConfig,
@@ -91,7 +110,8 @@ class LLMEngine:
         blocks = config.num_kv_blocks or default_kv_blocks(
             model, device, config.block_size, dtype, config.max_num_seqs, max_len,
             config.gpu_memory_utilization)
-        runner = ModelRunner(model, device, blocks, config.block_size, dtype)
+        runner = ModelRunner(model, device, blocks, config.block_size, dtype,
+                             config.max_num_seqs, max_len, config.cuda_graphs)
         return cls(model_name, runner, config, max_len, observer)
 
     # -- the caller's side (any thread) --------------------------------------------------
@@ -129,6 +149,22 @@ class LLMEngine:
             self._lock.notify()
         if self._thread is not None:
             self._thread.join(60)
+
+    @property
+    def alive(self) -> bool:
+        """The step loop runs and takes requests (started, not stopped, not failed)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and not self._stopping
+
+    def watch(self, on_stopped: Callable[[str | None], None]) -> None:
+        """Call `on_stopped(failure)` once when the loop ends (failure None: `stop` was
+        asked); at once when it has already ended. Called on the engine thread."""
+        with self._lock:
+            ended = self._ended
+            if not ended:
+                self._watchers.append(on_stopped)
+        if ended:
+            on_stopped(self.failure)
 
     @property
     def num_waiting(self) -> int:
@@ -182,10 +218,13 @@ class LLMEngine:
         if self.blocks.blocks_for(longest) > self.blocks.num_blocks:
             raise InvalidInput(f"{longest} tokens need more than the"
                                f" {self.blocks.num_blocks} KV blocks of the cache")
-        if params.temperature < 0 or not 0 < params.top_p <= 1 or params.top_k < 0 \
-                or params.min_tokens < 0:
-            raise InvalidInput("want temperature >= 0, 0 < top_p <= 1, top_k >= 0,"
+        if not (0 <= params.temperature < math.inf and 0 < params.top_p <= 1) \
+                or params.top_k < 0 or params.min_tokens < 0:
+            raise InvalidInput("want 0 <= temperature < inf, 0 < top_p <= 1, top_k >= 0,"
                                " min_tokens >= 0")
+        if min(prompt) < 0 or max(prompt) >= self.vocab_size:
+            raise InvalidInput(f"prompt: token ids must be in [0, {self.vocab_size}),"
+                               f" got {min(prompt)}..{max(prompt)}")
 
     # -- the engine thread ---------------------------------------------------------------
 
@@ -195,12 +234,18 @@ class LLMEngine:
                 self._step()
         except Exception as exc:  # noqa: BLE001 (every request learns the engine died)
             _log.exception("the engine loop failed; every request ends with an error")
-            self._fail_all(f"{type(exc).__name__}: {exc}")
-            return
-        self._fail_all(None)
+            self.failure = f"{type(exc).__name__}: {exc}"
+        self._fail_all(self.failure)
+        with self._lock:
+            self._ended = True
+            watchers, self._watchers = self._watchers, []
+        for on_stopped in watchers:
+            on_stopped(self.failure)
 
     def _intake(self) -> bool:
         """Take new requests and cancellations; wait while idle; False once stopping."""
+        if not self._live:
+            self._send()  # nothing will compute soon
         with self._lock:
             while not (self._inbox or self._cancels or self._stopping or self._live):
                 self._lock.wait()
@@ -222,28 +267,57 @@ class LLMEngine:
         began = time.perf_counter_ns()
         plan = self.scheduler.schedule()
         if not plan.work:
+            self._send()
             if self._live and not self.scheduler.running and not plan.preempted:
                 raise SutError("no request can be scheduled: the KV cache is too small")
             return
         for seq, _ in plan.work:
             if not seq.scheduled_ns:
                 seq.scheduled_ns = began
-        picked, forward_ns = self.runner.step(plan.work)
+        try:
+            picked, forward_ns = self.runner.step(plan.work)
+        except Exception as exc:  # noqa: BLE001 (the step's requests fail, not the engine)
+            self._fail_step(plan, exc)
+            return
+        self._failed_steps = 0
         now = time.perf_counter_ns()
         tokens = iter(picked)
         for seq, count in plan.work:
-            seq.computed += count
-            self._register_full_blocks(seq)
-            if seq.computed == seq.num_tokens:
-                seq.append(next(tokens), now, self.max_model_len)
-                if seq.finish_reason is not None:
-                    self._live.pop(seq.request_id, None)
-                    self.scheduler.remove(seq)
-                    self._emit(seq, now)
-                    self._finished(seq, now)
-                    continue
-            self._emit(seq, now)
+            try:
+                self._advance(seq, count, tokens, now)
+            except Exception as exc:  # noqa: BLE001 (one request's failure is its own)
+                _log.exception("request %d failed after its step", seq.request_id)
+                self._drop(seq, f"{type(exc).__name__}: {exc}")
         self._record(plan, began, forward_ns)
+
+    def _advance(self, seq: Sequence, count: int, tokens: Iterator[int], now: int) -> None:
+        """Count `seq`'s computed tokens, take its sampled token, retire it if done; its delta
+        goes out with the step's others (`_send`, while the next step computes)."""
+        seq.computed += count
+        self._register_full_blocks(seq)
+        if seq.computed == seq.num_tokens:
+            seq.append(next(tokens), now, self.max_model_len)
+            if seq.finish_reason is not None:
+                self._live.pop(seq.request_id, None)
+                self.scheduler.remove(seq)
+        self._unsent.append((seq, now))
+
+    def _fail_step(self, plan: StepPlan, exc: Exception) -> None:
+        """End every request of a step whose run raised; stop after MAX_FAILED_STEPS."""
+        self._failed_steps += 1
+        error = f"{type(exc).__name__}: {exc}"
+        _log.error("a step of %d requests failed (%d in a row): %s", len(plan.work),
+                   self._failed_steps, error)
+        for seq, _ in plan.work:
+            self._drop(seq, error)
+        if self._failed_steps >= MAX_FAILED_STEPS:
+            raise SutError(f"{self._failed_steps} steps failed in a row; last: {error}")
+
+    def _drop(self, seq: Sequence, error: str) -> None:
+        """End one request with `error` and free its blocks."""
+        if self._live.pop(seq.request_id, None) is not None:
+            self.scheduler.remove(seq)
+            self._finish(seq, "error", time.perf_counter_ns(), error)
 
     def _register_full_blocks(self, seq: Sequence) -> None:
         size = self.blocks.block_size
@@ -255,12 +329,22 @@ class LLMEngine:
             seq.block_hashes.append(block_hash)
             self.blocks.register(seq.blocks[index], block_hash)
 
-    def _emit(self, seq: Sequence, now: int) -> None:
-        delta = seq.delta(now, self.config.stream_interval)
-        if delta is not None:
-            seq.on_output(delta)
+    def _send(self) -> None:
+        """Emit the deltas of the last step run (a finished request's observer first)."""
+        unsent, self._unsent = self._unsent, []
+        for seq, now in unsent:
+            try:
+                if seq.finish_reason is not None:
+                    self._finished(seq, now)
+                delta = seq.delta(now, self.config.stream_interval)
+                if delta is not None:
+                    seq.on_output(delta)
+            except Exception as exc:  # noqa: BLE001 (one request's failure is its own)
+                _log.exception("request %d failed sending its output", seq.request_id)
+                self._drop(seq, f"{type(exc).__name__}: {exc}")
 
     def _finish(self, seq: Sequence, reason: str, now: int, error: str | None = None) -> None:
+        self._send()  # a request's last delta follows every one it is owed
         seq.finish_reason = reason
         seq.on_output(Delta(seq.request_id, "", 0, len(seq.prompt), len(seq.output), now,
                             reason, error, seq.timings(now), seq.cached_tokens))
@@ -271,6 +355,7 @@ class LLMEngine:
             self.observer.finished(seq.timings(now), seq.token_ns, seq.finish_reason or "abort")
 
     def _fail_all(self, error: str | None) -> None:
+        self._send()
         with self._lock:
             self._stopping = True
             inbox, self._inbox = self._inbox, []
@@ -301,4 +386,4 @@ class LLMEngine:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
         return {"model": self.model_name, "device": str(device), "device_name": name,
                 "num_kv_blocks": self.blocks.num_blocks, "max_model_len": self.max_model_len,
-                **dataclasses.asdict(self.config)}
+                "decode_path": self.runner.decode_path, **dataclasses.asdict(self.config)}

@@ -12,7 +12,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from loadgen.errors import SutSpecError
+from loadgen.errors import SutSpecError, suggest
 
 __all__ = ["Endpoint", "tls_context"]
 
@@ -80,8 +80,8 @@ class Endpoint:
         options = dict(pairs)
         unknown = sorted(set(options) - set(keys))
         if unknown:
-            raise SutSpecError(f"--sut {spec!r}: unknown key(s) {', '.join(unknown)}; known: "
-                               f"{', '.join(sorted(keys))}")
+            raise SutSpecError(f"--sut {spec!r}: unknown key(s) {', '.join(unknown)}"
+                               f"{suggest(unknown[0], keys)}; known: {', '.join(sorted(keys))}")
         endpoint = cls(parts.scheme, parts.hostname, port, model, schemes[parts.scheme][1],
                        options)
         if endpoint.flag("tls"):

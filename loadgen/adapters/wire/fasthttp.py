@@ -42,7 +42,8 @@ from typing import cast
 from loadgen.adapters.wire.pool import ConnectionPool, Failure
 from loadgen.adapters.wire.queueing import Tag
 
-__all__ = ["CHUNKED", "TO_CLOSE", "Chunked", "HttpPool", "fetch", "parse_head",
+__all__ = ["CHUNKED", "TO_CLOSE", "Chunked", "HttpPool", "fetch", "header_value", "not_http1",
+           "parse_head",
            "request_bytes"]
 
 MAX_HEAD = 64 << 10
@@ -75,6 +76,11 @@ def _value(head: bytes | bytearray, name: bytes) -> bytes | None:
         return None
     j = head.find(b"\r\n", i + 2)
     return bytes(head[i + len(name):j] if j >= 0 else head[i + len(name):]).strip()
+
+
+def header_value(raw: bytes | bytearray, name: bytes) -> bytes | None:
+    """The value of header `name` (lower case, no colon) in a response head, or None."""
+    return _value(raw.lower(), b"\r\n" + name + b":")
 
 
 def _number(head: bytes | bytearray, name: bytes) -> int:
@@ -348,6 +354,16 @@ class HttpPool(ConnectionPool[_Connection]):
         return parsed
 
 
+def not_http1(partial: bytes) -> str:
+    """Why a connection closed before an HTTP/1.1 response head: an HTTP/2 server's frames
+    (a SETTINGS frame first: type 4 at byte 3) mean a gRPC port; else say what came."""
+    if len(partial) >= 9 and not partial.startswith(b"HTTP/") and partial[3] == 4:
+        return ("the server answered with HTTP/2 frames, not HTTP/1.1: this looks like a "
+                "gRPC port (use grpc://HOST:PORT/MODEL), or the wrong port")
+    return (f"the connection closed after {len(partial)} bytes, before an HTTP response "
+            f"head{f' ({partial[:40]!r})' if partial else ''}")
+
+
 async def fetch(host: str, port: int, request: bytes, ssl_context: ssl.SSLContext | None = None,
                 timeout_s: float = 10.0) -> tuple[int, bytes]:
     """One request on a fresh connection: (status, body), any framing; for setup calls."""
@@ -358,7 +374,10 @@ async def fetch(host: str, port: int, request: bytes, ssl_context: ssl.SSLContex
             writer.write(request)
             status = 100
             while status < 200:
-                raw = await reader.readuntil(b"\r\n\r\n")
+                try:
+                    raw = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError as exc:
+                    raise ValueError(not_http1(exc.partial)) from None
                 status, length, _, _ = parse_head(raw[:-4])
             if length >= 0:
                 return status, await reader.readexactly(length)

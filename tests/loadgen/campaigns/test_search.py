@@ -87,6 +87,8 @@ def T(qps: float, passed: bool, ratio: float | None = None, harness: bool = Fals
     ([T(100, True), T(200, False, 3.0, harness=True), T(200, True)], 400, "bracketing"),
     ([T(100, True), T(200, False, 3.0, harness=True), T(200, True),
       T(200, False, 0.5, harness=True)], 150, "narrowing"),
+    # nothing passed yet and the top is harness-limited: step down, as after any failure
+    ([T(100, False, harness=True)] * 2, 50, "bracketing"),
 ])
 def test_next_step_table(trials: list[Trial], expected: float | None, status: str) -> None:
     step = next_step(trials, CFG)
@@ -99,7 +101,7 @@ def test_next_step_table(trials: list[Trial], expected: float | None, status: st
     ([T(10_000, True)], "ceiling"),
     ([T(100, True), T(101, False), T(100, True), T(101, False)], "converged"),
     ([T(100, True)] * 40, "max_probes"),
-    ([T(100, False, harness=True)] * 2, "harness_limited"),  # nothing passed yet
+    ([T(10, False, harness=True)] * 2, "harness_limited"),  # nothing passed, at the floor
 ])
 def test_next_step_stops(trials: list[Trial], status: str) -> None:
     step = next_step(trials, CFG)
@@ -179,8 +181,9 @@ class FakeSut:
     """A launcher: p99 / SLO = rate / capacity; writes result.json (version 1) like run_test."""
 
     def __init__(self, capacity: float = 1000.0, fail_after: int | None = None,
-                 harness_at: float | None = None) -> None:
+                 harness_at: float | None = None, overload_lag_ms: float = 0.01) -> None:
         self.capacity, self.fail_after, self.harness_at = capacity, fail_after, harness_at
+        self.overload_lag_ms = overload_lag_ms  # issue lag above capacity (a busy host)
         self.calls: list[float] = []
 
     def __call__(self, settings: Settings, spec: str, run_dir: Path) -> RunResult:
@@ -189,7 +192,8 @@ class FakeSut:
         self.calls.append(settings.target_qps)
         ratio = settings.target_qps / self.capacity
         harness = self.harness_at is not None and settings.target_qps >= self.harness_at
-        doc = fake_document(settings, ratio, 9.0 if harness else 0.01)
+        lag_ms = 9.0 if harness else self.overload_lag_ms if ratio > 1 else 0.01
+        doc = fake_document(settings, ratio, lag_ms)
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "result.json").write_text(json.dumps(doc))
         return RunResult.from_dict(doc)
@@ -259,6 +263,27 @@ def test_find_peak_budget_and_harness(settings: Settings, tmp_path: Path) -> Non
     assert "fell behind" in limited["headline"]
     with pytest.raises(SettingsError):
         find_peak(settings, "sim:", tmp_path / "x", SearchConfig(start_qps=0), runner=sut)
+
+
+def test_a_far_miss_is_the_suts_and_the_search_goes_on(settings: Settings,
+                                                       tmp_path: Path) -> None:
+    """The guide's case: start far above capacity on a busy host; p99 misses the SLO by
+    far more than the issue lag, so the probe fails on the SUT and the search brackets."""
+    cfg = dataclasses.replace(CFG, start_qps=4000)
+    doc = find_peak(settings, "sim:", tmp_path, cfg, runner=FakeSut(capacity=100,
+                                                                    overload_lag_ms=3.0))
+    far = [p for p in doc["probes"] if p["target_qps"] >= 2000]  # miss >= 38 ms > 10 lags
+    assert far and all("issue_lag" in p["reason_codes"] for p in far)
+    assert not any(p["harness_limited"] for p in far)
+    assert doc["probes"][0]["target_qps"] == 4000 and len(far) < len(doc["probes"])
+    assert doc["status"] == "converged" and doc["peak_qps"] <= 100 < doc["bracket"][1]
+
+
+def test_a_near_miss_with_lag_is_the_harnesss(settings: Settings, tmp_path: Path) -> None:
+    doc = find_peak(settings, "sim:", tmp_path, CFG, runner=FakeSut(capacity=90,
+                                                                   overload_lag_ms=3.0))
+    near = [p for p in doc["probes"] if 90 < p["target_qps"] <= 100]  # p99 < 2.3 ms: 0.3 over
+    assert near and all(p["harness_limited"] for p in near)
 
 
 def test_the_budget_counts_the_first_probe_by_its_plan(tmp_path: Path) -> None:

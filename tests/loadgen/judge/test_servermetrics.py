@@ -139,7 +139,7 @@ def test_a_dead_endpoint_is_counted_with_its_reason_and_warned() -> None:
     scraper = ServerScraper("http://127.0.0.1:9/metrics", 0.01, fetch=refuse)
     scraper.start()
     trace = scraper.stop()
-    assert trace.scrapes == () and trace.failures >= 2
+    assert trace.scrapes == () and trace.failures >= 1  # no closing scrape of a dead one
     assert trace.errors == ("ConnectionRefusedError: [Errno 111] Connection refused",)
     m = server_metrics(trace, 0, S, 0)
     assert m.deltas["prefix_cache_hit_rate"] is None and m.reason == "no scrape succeeded"

@@ -42,7 +42,9 @@ def _sglang(n: int) -> str:
             f"# TYPE sglang:token_usage gauge\n"
             f'sglang:token_usage{{model_name="m"}} {0.25 + 0.5 * (n % 2)}\n'
             f"# TYPE sglang:num_running_reqs gauge\n"
-            f'sglang:num_running_reqs{{model_name="m"}} {n % 5}\n')
+            f'sglang:num_running_reqs{{model_name="m"}} {n % 5}\n'
+            f"# TYPE process_resident_memory_bytes gauge\n"
+            f"process_resident_memory_bytes {2**30 + 4096 * n}\n")
 
 
 def _tgi(n: int) -> str:
@@ -106,8 +108,11 @@ def test_sglang_style_names_give_the_mapped_deltas(tmp_path: Path, metrics_serve
     assert times == sorted(times) and m["window_s"] == [times[0], times[-1]]
     # on the run's own time axis: the scrape that opens the window is at or before its start
     assert -2 < times[0] < times[-1] < doc["duration_s"] + 3
+    memory = doc["sut_memory"]  # the server's own gauge, its maximum over the window
+    assert memory["where"] == "remote" and memory["host_rss_peak_bytes"] > 2**30
     summary = (tmp_path / "summary.txt").read_text()
     assert "Server    : " in summary and "prefix-cache hit rate 40.00%" in summary
+    assert "Memory    : SUT peak host RSS 1024." in summary
     assert read_result(tmp_path).server_metrics is not None
     page = build_report(tmp_path).read_text()
     assert "Server: requests and KV cache over time" in page

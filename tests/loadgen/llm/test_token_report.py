@@ -15,7 +15,7 @@ def test_summary_and_report_of_a_token_run(tmp_path: Path) -> None:
     text = (tmp_path / "summary.txt").read_text()
     assert text == render_summary(read_result(tmp_path))  # re-rendered from result.json
     for needle in ("Token latencies", "  TTFT ", "  TPOT ", "  ITL ", "output tokens/s",
-                   "Token mode: p99 TTFT", "early stop passes", "Goodput   : 100.00%"):
+                   "Token mode: p99 TTFT", "early stop passes", "Token SLOs: 100.00%"):
         assert needle in text, needle
     assert "Early stop: fails" not in text  # query latency is not judged in token mode
     page = build_report(tmp_path).read_text()

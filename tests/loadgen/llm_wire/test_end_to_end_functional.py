@@ -74,7 +74,7 @@ def test_every_metric_equals_the_script(case: str, tmp_path: Path) -> None:
     with stream_server(log, "--ttft-ms", str(TTFT_MS), "--gap-ms", str(GAP_MS),
                        "--chunks", str(chunks), "--per-chunk", str(per_chunk),
                        "--reasoning", str(reasoning), *flags) as port:
-        sut = Capturing(f"openai://127.0.0.1:{port}/m?endpoint={endpoint}&max_in_flight=1"
+        sut = Capturing(f"openai://127.0.0.1:{port}/m?endpoint={endpoint}&max_in_flight=1&preflight=0"
                         f"{options}")
         run_test(settings(chunks * per_chunk, scenario="SingleStream"), sut,
                  out_dir=tmp_path / "run")

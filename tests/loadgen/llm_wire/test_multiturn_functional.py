@@ -111,7 +111,7 @@ class Recording(OpenAISut):
 def test_a_server_run_of_sessions_sends_each_turn_with_its_history(tmp_path: Path) -> None:
     log = tmp_path / "server.jsonl"
     with stream_server(log, "--ttft-ms", "5", "--gap-ms", "2", "--chunks", "3") as port:
-        sut = Recording(f"openai://127.0.0.1:{port}/m?max_in_flight=8")
+        sut = Recording(f"openai://127.0.0.1:{port}/m?max_in_flight=8&preflight=0")
         run_test(settings_from_mapping({
             "scenario": "Server", "target_qps": 10.0, "preset": "dev", "min_duration_s": 1.0,
             "min_query_count": 8, "input_tokens": 4, "output_tokens": 3, "fixed_output": True,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from loadgen.adapters.httpbase import http_base
+import pytest
+
+from loadgen.adapters.httpbase import http_auth, http_base
 from loadgen.record.provenance import probe_endpoint
 
 
@@ -18,3 +20,10 @@ def test_the_http_root_of_a_sut() -> None:
     assert http_base("generate://[::1]:9/m") == "http://[::1]:9"
     assert http_base("grpc://h:8001/m") is None and http_base("builtin:tiny-llm") is None
     assert http_base(object()) is None
+
+
+def test_the_suts_own_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOKEN_FOR_TEST", "abc")
+    assert http_auth("openai://h:1/m?api_key_env=TOKEN_FOR_TEST") == {
+        "Authorization": "Bearer abc"}
+    assert http_auth("openai://h:1/m") == {} and http_auth(object()) == {}

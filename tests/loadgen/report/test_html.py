@@ -91,8 +91,8 @@ def test_run_report(tmp_path: Path) -> None:
            "sim:service=const:1ms", run)
     page = _check(build_report(run))
     assert page.titles == ["Latency over time", "Throughput and goodput over time",
-                           "Errors over time", "Latency by percentile",
-                           "Issue lag by percentile", "Energy"]
+                           "Latency by percentile", "Issue lag by percentile",
+                           "Energy"]  # no errors: no errors chart
     # batch sizes and components are drawn when the result has them
     doc = json.loads((run / "result.json").read_text())
     doc |= {"batch_sizes": {"1": 40, "4": 10},

@@ -50,7 +50,7 @@ def test_the_display_shows_percent_eta_rate_latency_against_the_slo_and_errors()
     text = _text(display, Progress(2 * S, 200, 198, 2, 3, g))
     assert " 40.0% ETA 0:03" in text and "rate 99 QPS done issued 200 done 198" in text
     assert "p50 1.2 ms p99 61 ms vs SLO 50 ms within SLO 98.10%" in text
-    assert "issue lag p99 0.045 ms (limit 2 ms)" in text
+    assert "issue lag p99 45 us (limit 2 ms)" in text
     assert "errors 3: timeout 2, protocol_error 1" in text
 
 
@@ -68,7 +68,7 @@ def test_plain_lines_come_every_2_s_with_the_same_figures() -> None:
         lines(Progress(quarter * S // 4, 25 * quarter, 25 * quarter, 0, 2, g))
     printed = out.getvalue().splitlines()
     assert [line[:10] for line in printed] == ["[    2.0s]", "[    4.0s]"]
-    assert printed[0].endswith("p50 1.2 ms  p99 61 ms (SLO 50 ms)  lag p99 0.045 ms")
+    assert printed[0].endswith("p50 1.2 ms  p99 61 ms (SLO 50 ms)  lag p99 45 us")
     assert " 40.0%  ETA 0:03  issued 200" in printed[0]
 
 

@@ -49,5 +49,20 @@ def test_scraped_hit_rate_agrees_with_the_usage_cached_tokens(tmp_path: Path) ->
     endpoint = doc["endpoint"]  # what it said of itself, and its baseline round trip
     assert endpoint["identity"]["models"] == ["tiny-llm"] and endpoint["gpu"] is None
     rtt = endpoint["baseline_rtt"]
-    assert rtt["route"] == "/v2/health/live" and rtt["status"] == 200 and rtt["count"] == 5
+    assert rtt["route"] == "/health" and rtt["status"] == 200 and rtt["count"] == 5
     assert 0 < rtt["min_ns"] <= rtt["median_ns"] <= rtt["max_ns"] < 2 * 10**9
+
+
+def test_a_protected_metrics_route_is_read_with_the_suts_own_token(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVER_VIEW_TOKEN", "sesame")
+    settings = SERVER | {"min_duration_s": 1.0, "min_query_count": 4}
+    with LlmServerThread("tiny-llm", EngineConfig(device="cpu", max_num_seqs=4),
+                         ServerConfig(http_port=0, auth_token="sesame")) as server:
+        spec = (f"openai://127.0.0.1:{server.server.http_port}/tiny-llm?endpoint=completions"
+                "&api_key_env=SERVER_VIEW_TOKEN")
+        result = run_test(settings_from_mapping(settings), spec, out_dir=tmp_path)
+    m = result.server_metrics
+    assert m is not None and m.failed_scrapes == 0 and m.scrapes >= 2, m.errors
+    assert result.endpoint is not None
+    assert result.endpoint["identity"]["models"] == ["tiny-llm"]  # /v1/models needs the token
