@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.errors import SettingsError, suggest
+from loadgen.plan.cpus import parse_cpus
+from loadgen.plan.datasets.rows import DATASET_FORMATS
 from loadgen.plan.lengths import LengthDist, parse_length
 from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
 from loadgen.plan.prefixcache import check_prefix_cache
