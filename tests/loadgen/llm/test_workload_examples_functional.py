@@ -51,7 +51,8 @@ def _run(scenario: str, sut: str, out: Path) -> dict[str, object]:
 
 def test_the_readme_workload_examples(tmp_path: Path) -> None:
     with _serve_tiny_llm() as address:
-        sut = f"openai://{address}/tiny-llm?endpoint=completions"
+        # no preflight: its request (the first prompt) would prime the cache
+        sut = f"openai://{address}/tiny-llm?endpoint=completions&preflight=0"
         trace = _run("scenarios/mooncake.toml", sut, tmp_path / "mooncake")
         experiment = _run("scenarios/prefix_cache.toml", sut, tmp_path / "prefix")
         sharegpt = _run("scenarios/sharegpt.toml", sut.replace("completions", "chat"),
