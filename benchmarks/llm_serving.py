@@ -23,7 +23,7 @@ every figure on stdout, the text on stderr):
         [--max-num-seqs 16] [--requests-per-seq 6] [--batch 16] [--decode-tokens 128]
         [--cuda-graphs true|false] [--skip-peak] [--json]
 
-The defaults are the short mode (about 30 s on an H100 with tiny-llm). The driver is a small
+The defaults are the short mode (under 25 s on an H100 with tiny-llm). The driver is a small
 open-loop Poisson submitter of its own (a thread that sleeps to each scheduled time), reading
 the engine's emit stamps; it runs in this process.
 """
@@ -402,7 +402,7 @@ def peak_figures(continuous: LLMEngine, args: argparse.Namespace,
     say(f"  (decode-bound capacity ~{capacity:.1f} req/s; the search starts at {start:.2f}"
         f" and stops at {cap:.1f} = {args.cap_x:g}x capacity)")
     quiet = args.json
-    budget = (args.search_s or (20.0 if args.device == "cuda" else 600.0)) / 2
+    budget = (args.search_s or (16.0 if args.device == "cuda" else 600.0)) / 2
     search = Search(start, cap, args.bisections, budget, args.attainment)
     peaks = {"continuous": engine_peak(continuous, work, slo, search, "continuous", quiet)}
     continuous.stop()
@@ -466,7 +466,7 @@ def main() -> None:
                         help="the search's highest rate, in decode-bound capacities (default 4)")
     parser.add_argument("--bisections", type=int, default=3)
     parser.add_argument("--search-s", type=float, default=0.0,
-                        help="seconds for both peak searches together (default 20 on cuda,"
+                        help="seconds for both peak searches together (default 16 on cuda,"
                              " 600 on cpu)")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--prompt-tokens", type=int, default=64)

@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import platform
 import sys
 import time
 from pathlib import Path
@@ -55,10 +57,15 @@ def figures(r: RunResult) -> dict[str, Any]:
             "qps_scheduled": round(r.stats.qps_scheduled),
             "issue_lag_p50_us": r.stats.issue_lag_ns.p50 / 1e3,
             "issue_lag_p99_us": r.stats.issue_lag_ns.p99 / 1e3,
+            "issue_lag_max_us": r.stats.issue_lag_ns.max / 1e3,
             "latency_p99_us": r.stats.latency_ns.p99 / 1e3,
             "start_slack_ms": [None if w["start_slack_ns"] is None else w["start_slack_ns"] / 1e6
                                for w in per],
             "cpu_share": [w["cpu_share"] for w in per],
+            "worker_lag_p99_us": [w["issue_lag_ns"]["p99"] / 1e3 for w in per],
+            "worker_lag_max_us": [w["issue_lag_ns"]["max"] / 1e3 for w in per],
+            "longest_stall_ms": [(w["longest_stall_ns"] or 0) / 1e6 for w in per],
+            "involuntary_switches": [w["involuntary_switches"] for w in per],
             "driver_cpu_share": (r.workers or {}).get("driver", {}).get("cpu_share"),
             "skew_bound_us": (r.distributed or {}).get("skew_bound_ns", 0) / 1e3,
             "energy_measured": r.energy.measured if r.energy is not None else None}
@@ -73,8 +80,8 @@ def one_process_valid_rate(duration_s: float, ladder: tuple[float, ...] = LADDER
         r = run_loop(run_async(server_settings(qps, duration_s, 1), NullSut()))
         probes.append({"qps": qps, **figures(r)})
         print(f"  1 process {qps:>8} QPS  {'VALID' if r.valid else 'INVALID'} "
-              f"{','.join(probes[-1]['reasons'])}  lag p99 {probes[-1]['issue_lag_p99_us']:.0f} us",
-              flush=True)
+              f"{','.join(probes[-1]['reasons'])}  lag p99 {probes[-1]['issue_lag_p99_us']:.0f} "
+              f"us, max {probes[-1]['issue_lag_max_us']:.0f} us", flush=True)
         if not r.valid:
             break
         best = qps
@@ -96,6 +103,8 @@ def main() -> None:
                         help="the rates (QPS) climbed for the one-process VALID rate")
     args = parser.parse_args()
     began = time.monotonic()
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio (no uvloop)"
+    print(f"Python {platform.python_version()}, event loop {loop}", flush=True)
     counts = [int(x) for x in args.processes.split(",")]
     print("== scaling (null SUT, saturated)", flush=True)
     table = scaling_table(counts, args.per_process,
@@ -117,12 +126,16 @@ def main() -> None:
         r = run_test(server_settings(target, args.server_s, n, pins(n, args.pin), "auto"),
                      "null", engine=LocalProcesses())
         server["run"] = figures(r)
-        print(f"  {'VALID' if r.valid else 'INVALID'} {server['run']['reasons']}; lag p99 "
-              f"{server['run']['issue_lag_p99_us']:.0f} us; start slack "
-              f"{server['run']['start_slack_ms']} ms; worker CPU {server['run']['cpu_share']}",
-              flush=True)
+        run = server["run"]
+        print(f"  {'VALID' if r.valid else 'INVALID'} {run['reasons']}; lag p99 "
+              f"{run['issue_lag_p99_us']:.0f} us, max {run['issue_lag_max_us']:.0f} us; per "
+              f"worker lag p99 {run['worker_lag_p99_us']} us, max {run['worker_lag_max_us']} "
+              f"us, longest stall {run['longest_stall_ms']} ms, involuntary switches "
+              f"{run['involuntary_switches']}; start slack {run['start_slack_ms']} ms; worker "
+              f"CPU {run['cpu_share']}; energy measured {run['energy_measured']}", flush=True)
     effs = [row["efficiency"] for row in table["rows"] if row["processes"] <= 8]
-    summary = {"scaling": table, "server": server, "pinned": args.pin,
+    summary = {"scaling": table, "server": server, "pinned": args.pin, "event_loop": loop,
+               "python": platform.python_version(),
                "seconds": round(time.monotonic() - began, 1),
                "marks": {"efficiency_min_up_to_8": min(effs, default=None),
                          "efficiency_ok": bool(effs) and min(effs) >= EFFICIENCY_MARK,

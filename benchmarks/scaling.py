@@ -9,14 +9,20 @@ the rate per core the workers actually got (rate / their summed CPU share: on a 
 host, what scaling would give with a core each). Beside
 it: each worker's CPU share (min and mean; a saturated worker should hold ~100% of a
 core), its longest loop stall, involuntary context switches, messages and KiB sent, the
-smallest start slack, and the driver's CPU share and largest gap between reads. Shared
-by `issue_capacity.py` and `distributed.py` (a sibling import, as `http_client` is).
+smallest start slack, and the driver's CPU share and largest gap between reads; and the
+host's own scaling for the same N (`host_efficiency`: N processes each spinning a plain
+Python loop, released together): on a VM whose vCPUs share physical cores the hardware
+itself falls short of N x, and the harness can do no better. Shared by
+`issue_capacity.py`, `distributed.py` and `scaleout_check.py` (sibling imports, as
+`http_client` is).
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +31,10 @@ from loadgen.api import run_test
 from loadgen.engine.workers.processes import LocalProcesses
 from loadgen.plan.settings import load_settings
 
-__all__ = ["host_figures", "print_table", "process_counts", "saturated_row", "scaling_table"]
+__all__ = ["host_efficiency", "host_figures", "print_table", "process_counts", "saturated_row",
+           "scaling_table"]
+
+SPIN_S = 0.5  # how long each process spins in `host_efficiency`
 
 
 def physical_cores() -> int | None:
@@ -45,6 +54,35 @@ def host_figures() -> dict[str, Any]:
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {"physical_cores": physical_cores(), "logical_cores": os.cpu_count(),
             "usable_cores": usable, "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def _spin(barrier: Any, out: Any) -> None:
+    """One process of `host_efficiency`: loop iterations in `SPIN_S` once all are ready."""
+    barrier.wait(60)
+    count, end = 0, time.perf_counter() + SPIN_S
+    while time.perf_counter() < end:
+        for _ in range(1000):
+            count += 1
+    out.send(count / SPIN_S)
+    out.close()
+
+
+def host_efficiency(processes: int) -> float:
+    """Loop iterations per second of `processes` spinning processes, over `processes` x
+    what one process alone spins: the host's own scaling, without the harness."""
+    def total(n: int) -> float:
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(n)
+        pipes = [ctx.Pipe(duplex=False) for _ in range(n)]
+        procs = [ctx.Process(target=_spin, args=(barrier, w), daemon=True) for _, w in pipes]
+        for p in procs:
+            p.start()
+        rates = [r.recv() if r.poll(60) else 0.0 for r, _ in pipes]
+        for p in procs:
+            p.join(10)
+        return float(sum(rates))
+
+    return round(total(processes) / (processes * total(1)), 3)
 
 
 def process_counts(most: int | None = None) -> list[int]:
@@ -101,13 +139,14 @@ def scaling_table(counts: Sequence[int], per_process: int,
         got = make(n)
         one = rows[0]["qps"] if rows else got["qps"]
         got["efficiency"] = round(got["qps"] / (n * one), 3) if one else None
+        got["host_efficiency"] = 1.0 if n == 1 else host_efficiency(n)
         rows.append(got)
         if echo is not None:
             echo(got)
     return {"host": host_figures(), "per_process_queries": per_process, "rows": rows}
 
 
-HEADER = (f"{'procs':>5} {'QPS':>10} {'eff':>5} {'QPS/core':>9} {'cpu min':>7} {'cpu avg':>7} "
+HEADER = (f"{'procs':>5} {'QPS':>10} {'eff':>5} {'host':>5} {'QPS/core':>9} {'cpu min':>7} {'cpu avg':>7} "
           f"{'stall ms':>8} {'invcs':>6} {'msgs':>5} {'KiB':>7} {'slack ms':>8} "
           f"{'drv cpu':>7} {'gap ms':>6} {'lag p99 ms':>10}")
 
@@ -117,7 +156,8 @@ def format_row(r: dict[str, Any]) -> str:
     eff = "-" if r.get("efficiency") is None else f"{r['efficiency']:.2f}"
     drv = "-" if r["driver_cpu_share"] is None else f"{r['driver_cpu_share']:.0%}"
     per_core = "-" if r.get("qps_per_core") is None else f"{r['qps_per_core']:.0f}"
-    return (f"{r['processes']:>5} {r['qps']:>10.0f} {eff:>5} {per_core:>9} "
+    host = "-" if r.get("host_efficiency") is None else f"{r['host_efficiency']:.2f}"
+    return (f"{r['processes']:>5} {r['qps']:>10.0f} {eff:>5} {host:>5} {per_core:>9} "
             f"{r['cpu_share_min']:>7.0%} "
             f"{r['cpu_share_mean']:>7.0%} {r['longest_stall_ms']:>8.1f} "
             f"{r['involuntary_switches']:>6} {r['messages']:>5} {r['sent_kib']:>7.1f} "

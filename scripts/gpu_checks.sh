@@ -6,8 +6,8 @@
 #
 #   gpu        15  the GPU, driver, torch, CUDA, bf16, what one NVML reading costs
 #   cuda-tests 70  every test marked `cuda` (pytest -m cuda; none may skip here), LLM
-#                  engine's CUDA-equals-CPU tests included; scale-out runs beside it
-#   scaleout   85  scripts/scaleout_checks.sh when it exists (in the background, from t0)
+#                  engine's CUDA-equals-CPU tests included
+#   scaleout   85  scripts/scaleout_checks.sh when it exists (alone, after the CUDA tests)
 #   batch-fp32 36  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
 #   batch-bf16 36    batch 32 and 256 (6 cases), raw eager and graph loops beside, and
 #                    the no-compute model at 256 (the harness alone)
@@ -156,14 +156,11 @@ llm() {
 export PY OUT_DIR LOGS
 export -f gpu_info cuda_tests scaleout batching server energy llm variants
 
-# scale-out has no GPU figures: it runs beside the first sections, and is waited for
-# before anything is timed
-( run scaleout 85 scaleout > "$LOGS/scaleout.out" 2>&1 ) &
-SCALEOUT=$!
 run gpu 15 gpu_info
 run cuda-tests 70 cuda_tests
-wait "$SCALEOUT"
-cat "$LOGS/scaleout.out"
+# scale-out has no GPU figures, but runs alone: beside the CUDA tests (torch's CPU threads
+# on every core) its efficiency figures measured the contention, not the load processes
+run scaleout 85 scaleout
 run batch-fp32 36 batching fp32
 run batch-bf16 36 batching bf16
 run server 22 server

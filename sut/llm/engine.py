@@ -36,7 +36,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from typing import Any, Protocol
 
@@ -283,20 +283,24 @@ class LLMEngine:
         now = time.perf_counter_ns()
         tokens = iter(picked)
         for seq, count in plan.work:
+            token = next(tokens) if seq.computed + count == seq.num_tokens else None
+            if seq.request_id not in self._live:
+                continue  # dropped while the step ran (its previous delta failed to send)
             try:
-                self._advance(seq, count, tokens, now)
+                self._advance(seq, count, token, now)
             except Exception as exc:  # noqa: BLE001 (one request's failure is its own)
                 _log.exception("request %d failed after its step", seq.request_id)
                 self._drop(seq, f"{type(exc).__name__}: {exc}")
         self._record(plan, began, forward_ns)
 
-    def _advance(self, seq: Sequence, count: int, tokens: Iterator[int], now: int) -> None:
-        """Count `seq`'s computed tokens, take its sampled token, retire it if done; its delta
-        goes out with the step's others (`_send`, while the next step computes)."""
+    def _advance(self, seq: Sequence, count: int, token: int | None, now: int) -> None:
+        """Count `seq`'s computed tokens, take its sampled `token` (None while its prompt is
+        not all computed), retire it if done; its delta goes out with the step's others
+        (`_send`, while the next step computes)."""
         seq.computed += count
         self._register_full_blocks(seq)
-        if seq.computed == seq.num_tokens:
-            seq.append(next(tokens), now, self.max_model_len)
+        if token is not None:
+            seq.append(token, now, self.max_model_len)
             if seq.finish_reason is not None:
                 self._live.pop(seq.request_id, None)
                 self.scheduler.remove(seq)

@@ -145,6 +145,7 @@ class DecodeGraphs:
     def capture(self) -> None:
         """Capture every bucket, largest first so smaller ones reuse its memory pool."""
         pool = torch.cuda.graph_pool_handle()
+        self.stream.wait_stream(torch.cuda.current_stream(self.stream.device))
         for rows in reversed(self.batch_sizes):
             for width in reversed(self.widths):
                 self._synthetic(rows, width)

@@ -8,7 +8,8 @@ eagerly. On cuda the forward runs on a stream of its own, timed with CUDA events
 `perf_counter_ns`. The tokens come back to the host once per step (greedy picks are taken on
 the device; on cuda copied into pinned memory behind the forward, without waiting); `while_computing`, when set,
 runs between the launch and that read (on cuda it overlaps the device's work; on cpu it runs
-before the forward), so the caller's host work for the previous step costs no step time.
+once the inputs are built, before the forward), so the caller's host work for the previous
+step costs no step time.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ class ModelRunner:
         self.while_computing: Callable[[], None] | None = None
         self._picked = torch.zeros(max_seqs, dtype=torch.long,  # greedy tokens land here
                                    pin_memory=device.type == "cuda")
+        if self._stream is not None:  # the weights, cache and buffers were made on the
+            torch.cuda.synchronize(device)  # current stream; capture and steps run on ours
         self.graphs: DecodeGraphs | None = None
         self.decode_path: dict[str, Any] = self._prepare_graphs(cuda_graphs, kv.max_positions)
 
@@ -189,12 +192,6 @@ class ModelRunner:
         logits: torch.Tensor = self.model(*self.decode_buffers.view(self.kv, rows, width))
         return logits[:count]
 
-    def _decode_forward(self, work: Seq[tuple[Sequence, int]],
-                        shape: tuple[int, int, bool]) -> torch.Tensor:
-        """Stage and run a decode step; logits [len(work), vocab]."""
-        self._stage_decode(work, shape)
-        return self._run_decode(len(work), shape)
-
     def step(self, work: Seq[tuple[Sequence, int]]) -> tuple[list[int], int]:
         """Run `work`; the sampled token of each sequence whose tokens are now all computed
         (in work order, others skipped), and the forward time in ns."""
@@ -208,32 +205,32 @@ class ModelRunner:
                 done.append(seq)
         shape = self.decode_shape(work)
         if self._stream is None:
-            self._meanwhile()
-            began = time.perf_counter_ns()
             with torch.inference_mode():
-                logits = self._forward(work, shape)
+                if shape is not None:
+                    self._stage_decode(work, shape)
+                else:
+                    inputs = self.batch(work)
+                self._meanwhile()  # after the inputs are read off the sequences
+                began = time.perf_counter_ns()
+                logits = self._run_decode(len(work), shape) if shape is not None \
+                    else self.model(*inputs)
                 greedy = _greedy(logits, ends, done)
                 picked = greedy.tolist() if greedy is not None \
                     else sample(_rows(logits, ends), done) if ends else []
             return picked, time.perf_counter_ns() - began
         return self._step_cuda(work, shape, ends, done)
 
-    def _forward(self, work: Seq[tuple[Sequence, int]],
-                 shape: tuple[int, int, bool] | None) -> torch.Tensor:
-        if shape is not None:
-            return self._decode_forward(work, shape)
-        logits: torch.Tensor = self.model(*self.batch(work))
-        return logits
-
     def _step_cuda(self, work: Seq[tuple[Sequence, int]], shape: tuple[int, int, bool] | None,
                    ends: list[int], done: list[Sequence]) -> tuple[list[int], int]:
         assert self._stream is not None
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.inference_mode():
-            if shape is None:  # the fresh tensors go on the current stream: wait for them
+            if shape is None:  # the fresh tensors go on the current stream
                 inputs = self.batch(work)
-                self._stream.wait_stream(torch.cuda.current_stream(self.device))
-            else:
+            # whatever the current stream did before (fresh tensors, a caller's writes to the
+            # cache or buffers) happens before this step
+            self._stream.wait_stream(torch.cuda.current_stream(self.device))
+            if shape is not None:
                 self._stage_decode(work, shape)  # its copy goes on our stream
             with torch.cuda.stream(self._stream):
                 start.record()

@@ -190,8 +190,8 @@ def _gather(tracks: list[_Track], engine: Engine, progress: Callable[[Progress],
                              summed.in_flight, summed.errors])
             gap = max(gap, time.monotonic() - now)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     wall = max(time.monotonic() - start, 1e-9)
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     return {"cpu_s": round(time.process_time() - cpu, 3),

@@ -10,6 +10,7 @@ from sut.errors import InvalidInput, Overloaded
 from sut.llm.reference import greedy_decode
 from sut.llm.sequence import Delta, SamplingParams
 from sut.llm.tokenizer import EOS, decode, encode
+from tests.sut.llm.conftest import Collected
 
 PROMPTS = [encode(f"Question {i}: what is {'ab' * (i % 5)} the answer, {i * 7}?") for i in range(10)]
 SHARED = [encode("A shared system prompt that spans a few blocks. " + tail)
@@ -137,3 +138,31 @@ def test_bounded_queue_and_bad_requests(make_engine) -> None:
         engine.submit([], GREEDY, lambda d: None)
     with pytest.raises(InvalidInput):
         engine.submit([65] * 600, GREEDY, lambda d: None)
+
+
+def test_a_request_whose_callback_raises_fails_alone_and_the_others_keep_their_tokens(
+        make_engine) -> None:
+    runner = make_engine(max_num_seqs=4, block_size=4)
+    results = [Collected() for _ in range(4)]
+    done = threading.Event()
+    ended: list[int] = []
+
+    def collect(index: int):
+        def on_output(delta: Delta) -> None:
+            results[index].deltas.append(delta)
+            if index == 1 and len(results[index].deltas) == 2 and not delta.finished:
+                raise RuntimeError("the client broke")  # sent while the next step computes
+            if delta.finished:
+                ended.append(index)
+                if len(ended) == 4:
+                    done.set()
+        return on_output
+
+    for i, prompt in enumerate(PROMPTS[:4]):
+        runner.engine.submit(prompt, GREEDY, collect(i))
+    assert done.wait(120), "the engine did not finish in time"
+    broken = results[1].last
+    assert broken.finish_reason == "error" and "the client broke" in (broken.error or "")
+    others = [0, 2, 3]
+    assert [results[i].text for i in others] == _expected(runner, [PROMPTS[i] for i in others])
+    assert _all_free(runner)

@@ -75,9 +75,11 @@ def test_padding_to_a_bucket_changes_no_real_row_and_writes_only_the_pad_block()
     work = [(seq, 1) for seq in seqs]
     widest = max(len(seq.blocks) for seq in seqs)
     with torch.inference_mode():
-        plain = runner._decode_forward(work, (3, widest, False)).clone()
+        runner._stage_decode(work, (3, widest, False))
+        plain = runner._run_decode(3, (3, widest, False)).clone()
         before = [k.clone() for k, _ in runner.kv]
-        padded = runner._decode_forward(work, (8, 16, False)).clone()
+        runner._stage_decode(work, (8, 16, False))
+        padded = runner._run_decode(3, (8, 16, False)).clone()
     assert padded.shape == plain.shape == (3, runner.model.vocab_size)
     assert compare_logits(padded, plain, 1e-5) is None
     pad = runner.num_blocks
