@@ -37,7 +37,7 @@ def prefix_for_target(s: Any) -> int:
         return int(s.prefix_tokens)
     dist = s.input_tokens
     mean = (dist.min + dist.max) / 2 if dist.kind == "uniform" else dist.mean
-    return round(s.prefix_cache_hit_rate * mean)
+    return int(round(s.prefix_cache_hit_rate * mean))
 
 
 def requested_hit_rate(s: Any, prompts: object) -> float | None:
