@@ -36,8 +36,9 @@ def prefix_for_target(s: Any) -> int:
     if s.prefix_tokens or not s.prefix_cache_hit_rate or s.input_tokens is None:
         return int(s.prefix_tokens)
     dist = s.input_tokens
-    mean = (dist.min + dist.max) / 2 if dist.kind == "uniform" else dist.mean
-    return int(round(s.prefix_cache_hit_rate * mean))
+    mean: float = (dist.min + dist.max) / 2 if dist.kind == "uniform" else dist.mean
+    rate: float = s.prefix_cache_hit_rate
+    return round(rate * mean)
 
 
 def requested_hit_rate(s: Any, prompts: object) -> float | None:
