@@ -43,6 +43,7 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -412,9 +413,9 @@ class StreamingSut(abc.ABC):
         self.check_first = e.flag("preflight", True)
         """Whether `preflight` checks the endpoint before the run (`preflight=0`: not)."""
         self.tokenizer = e.options.get("tokenizer", "approx")
-        if self.tokenizer not in TOKENIZERS:
+        if self.tokenizer not in TOKENIZERS and not Path(self.tokenizer).is_file():
             raise SutSpecError(f"{e.url}: tokenizer={self.tokenizer!r}: expected one of "
-                               f"{', '.join(TOKENIZERS)}")
+                               f"{', '.join(TOKENIZERS)} or a tokenizer file")
         self.counter = ChunkCounter(self.tokenizer)
         self.extra = _json_object(e, "extra")
         self.max_stream_bytes = e.number("max_stream_bytes", 0)
@@ -458,7 +459,8 @@ class StreamingSut(abc.ABC):
         self._prompts = prompts
         self._requests.clear()
         tokenizer = getattr(prompts, "tokenizer", None)
-        if "tokenizer" not in self.endpoint.options and tokenizer in TOKENIZERS:
+        if "tokenizer" not in self.endpoint.options and isinstance(tokenizer, str) and (
+                tokenizer in TOKENIZERS or Path(tokenizer).is_file()):
             self.tokenizer = tokenizer
             self.counter = ChunkCounter(tokenizer)
 

@@ -10,6 +10,7 @@ Two counters, chosen by name (`TOKENIZERS`):
   counts (common words are one token each); code and unusual scripts drift further. It is
   an estimate; the server's `usage` is preferred wherever given.
 * ``bytes``: one token per UTF-8 byte, exact for the built-in byte-vocabulary model.
+* a path: a local tokenizer.json or tiktoken-style ranks file (`plan.tokenizers`), exact.
 
 `ChunkCounter` counts the text of one streamed chunk (bytes as they came, JSON escapes
 already undone), at least one token for any non-empty text (a chunk that carries text
@@ -23,6 +24,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
+
+from loadgen.plan.tokenizers.load import file_tokenizer
 
 __all__ = ["TOKENIZERS", "WORD_LETTERS", "ChunkCounter", "count_approx", "count_bytes"]
 
@@ -64,9 +68,13 @@ class ChunkCounter:
     __slots__ = ("_count", "_raw_bytes", "known")
 
     def __init__(self, tokenizer: str = "approx") -> None:
-        if tokenizer not in TOKENIZERS:
-            raise ValueError(f"tokenizer {tokenizer!r}: expected one of {', '.join(TOKENIZERS)}")
-        self._count = TOKENIZERS[tokenizer]
+        if tokenizer in TOKENIZERS:
+            self._count = TOKENIZERS[tokenizer]
+        elif Path(tokenizer).is_file():  # tokenizer.json or a ranks file (`plan.tokenizers`)
+            self._count = file_tokenizer(tokenizer).count
+        else:
+            raise ValueError(f"tokenizer {tokenizer!r}: expected one of {', '.join(TOKENIZERS)} "
+                             "or a tokenizer file")
         self._raw_bytes = tokenizer == "bytes"
         self.known: dict[bytes, int] = {}
         """Counts of the texts met lately (a caller may look up many at once)."""

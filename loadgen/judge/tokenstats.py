@@ -247,7 +247,7 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float,
                      "abs_diff_total": c["abs_diff_total"],
                      "relative": c["abs_diff_total"] / c["server_total"]
                      if c["server_total"] else 0.0},
-        cache=cache_block(c),
+        cache=cache_block(c, plan.cache_hit_requested),
         reasoning={"reasoning_tokens_total": c["reasoning_total"],
                    "requests_reporting": c["reasoning_known"]})
     attempted = c["streams"] + c["failed"]

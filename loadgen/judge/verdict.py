@@ -45,6 +45,7 @@ class ReasonCode(enum.StrEnum):
     WORKER_LOST = "worker_lost"  # several workers: one was lost mid-run
     NOTHING_MEASURED = "nothing_measured"  # no query completed in the measured window
     ERROR_ADJUSTED = "error_adjusted"  # judge_error_adjusted: the tail with failures counted
+    CACHE_HIT_RATE = "cache_hit_rate"  # prefix_cache_hit_rate: the server's hits off target
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,8 +269,30 @@ def token_latencies(p: RunPlan, r: RunStats) -> tuple[Reason, ...]:
     return tuple(out)
 
 
+def cache_hit_rate(p: RunPlan, r: RunStats) -> Reason | None:
+    """A prefix-cache experiment: the server's achieved hit rate (its per-request
+    `cached_tokens` over the prompt tokens) within `prefix_cache_tolerance` of the target."""
+    s = p.settings
+    if not s.prefix_cache_hit_rate or p.issue_mode is IssueMode.ACCURACY:
+        return None
+    ts = r.token_stats
+    achieved = None if ts is None else ts.tokens.cache["hit_rate"]["achieved"]
+    if achieved is None:
+        return Reason(ReasonCode.CACHE_HIT_RATE, "prefix_cache_hit_rate: the server reported no "
+                                                 "usage.prompt_tokens_details.cached_tokens; use "
+                                                 "a server that does (vLLM, loadgen serve)")
+    if abs(achieved - s.prefix_cache_hit_rate) > s.prefix_cache_tolerance:
+        return Reason(ReasonCode.CACHE_HIT_RATE,
+                      f"prefix cache hit rate {achieved:.3f} is more than "
+                      f"{s.prefix_cache_tolerance:g} from prefix_cache_hit_rate "
+                      f"{s.prefix_cache_hit_rate:g}: prime the cache (warmup_s), give it room "
+                      "for prefix_groups prefixes, or check that the server caches prefixes")
+    return None
+
+
 RULES: tuple[Rule, ...] = (not_interrupted, something_measured, min_duration, min_queries,
-                           no_errors, latency_slo, error_adjusted_tail, issue_lag, accuracy)
+                           no_errors, latency_slo, error_adjusted_tail, issue_lag, accuracy,
+                           cache_hit_rate)
 
 
 def _warnings(p: RunPlan, r: RunStats) -> list[str]:

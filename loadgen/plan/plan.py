@@ -26,6 +26,7 @@ from loadgen.plan.arrivals import (
     Steps,
     Trace,
 )
+from loadgen.plan.prefixcache import requested_hit_rate
 from loadgen.plan.prompts import PromptSource
 from loadgen.plan.qsl import QuerySampleLibrary
 from loadgen.plan.settings import IssueMode, Scenario, TestSettings, issue_mode
@@ -77,7 +78,7 @@ def arrival_for(settings: TestSettings) -> ArrivalProcess:
     if s.arrival == "steps":
         return Steps(tuple(t for t, _ in s.steps), tuple(q for _, q in s.steps), s.ramp)
     if s.arrival == "trace":
-        return read_trace(s.trace_file, s.time_scale)
+        return read_trace(s.trace_file, s.time_scale, s.trace_format, s.trace_block_tokens)
     return Poisson(s.target_qps)
 
 
@@ -106,6 +107,7 @@ class RunPlan:
     prompts: PromptSource | None = None  # a token workload's prompts, by sample index
     token_targets: TokenSlos = NO_TOKEN_SLOS  # MLPerf token mode: p99 TTFT and TPOT bounds
     goodput_slos: TokenSlos = NO_TOKEN_SLOS  # a request is good when it meets every one set
+    cache_hit_requested: float | None = None  # the prefix-cache hit rate the workload asks
 
     @classmethod
     def of(cls, settings: TestSettings) -> RunPlan:
@@ -115,6 +117,7 @@ class RunPlan:
         offline = _offline_sample_count(s) if mode is IssueMode.OFFLINE else 0
         concurrency = s.concurrency if mode is IssueMode.ACCURACY or (
             mode is IssueMode.CLOSED and s.scenario is Scenario.SERVER) else 1
+        prompts = prompts_for(s)
         return cls(
             settings=s,
             issue_mode=mode,
@@ -135,7 +138,8 @@ class RunPlan:
             library=QuerySampleLibrary(s.total_sample_count, s.performance_sample_count,
                                        s.qsl_rng_seed),
             arrival=arrival_for(s) if mode is IssueMode.OPEN else None,
-            prompts=prompts_for(s),
+            prompts=prompts,
+            cache_hit_requested=requested_hit_rate(s, prompts),
             **token_bounds(s),
         )
 

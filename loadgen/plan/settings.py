@@ -18,8 +18,12 @@ from typing import Any
 
 from loadgen.errors import SettingsError, suggest
 from loadgen.plan.cpus import parse_cpus
+from loadgen.plan.datasets.rows import DATASET_FORMATS
 from loadgen.plan.lengths import LengthDist, parse_length
 from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
+from loadgen.plan.prefixcache import check_prefix_cache
+from loadgen.plan.tokenizers.load import is_file_tokenizer
+from loadgen.plan.traces.named import TRACE_FORMATS
 from loadgen.plan.turns import check_turns, parse_think_time, think_time_dict
 
 __all__ = [
@@ -89,6 +93,9 @@ class TestSettings:
     ramp: bool = _f(False, "steps: the rate moves linearly from one step to the next")
     trace_file: str = _f("", "trace: CSV (column `timestamp` or `offset_s`) or JSON lines")
     time_scale: float = _f(1.0, "trace: multiply its offsets (0.5 = replay twice as fast)")
+    trace_format: str = _f("auto", "trace_file's format: auto (timestamp/offset_s CSV or "
+                           "JSONL), mooncake, azure, burstgpt")
+    trace_block_tokens: int = _f(512, "mooncake: tokens per hash_ids block")
     schedule_file: str = _f("", "replay a run's schedule.bin exactly instead of generating one")
     window_s: float = _f(1.0, "timeline window; widened so a run has at most 200")
     workers: int = _f(1, "load processes, each issuing a share of the schedule (open loop)")
@@ -128,9 +135,22 @@ class TestSettings:
         None, "max_tokens asked: a number or {dist = ...}; default 128")
     fixed_output: bool = _f(False, "ask for exactly max_tokens (ignore_eos / min_tokens)")
     dataset: str = _f("", "JSON lines of prompts ({\"prompt\": ..., \"output_tokens\": n})")
+    dataset_format: str = _f("jsonl", "dataset's format: jsonl (prompt/messages), sharegpt, "
+                             "lines (a line pool: prefix_tokens shared, input_tokens drawn)")
+    dataset_min_input: int = _f(0, "dataset: drop rows with fewer input tokens")
+    dataset_max_input: int = _f(0, "dataset: drop rows with more input tokens; 0 = no bound")
+    dataset_min_output: int = _f(0, "dataset: drop rows with fewer output tokens")
+    dataset_max_output: int = _f(0, "dataset: drop rows with more output tokens; 0 = no bound")
+    dataset_samples: int = _f(0, "dataset: draw this many rows (seeded); 0 = every row in order")
+    dataset_replacement: bool = _f(False, "dataset_samples drawn with replacement")
     prefix_tokens: int = _f(0, "shared-prefix tokens before each synthetic prompt")
     prefix_groups: int = _f(1, "distinct shared prefixes; sample i uses group i mod groups")
-    tokenizer: str = _f("approx", "token counting: `approx` (words) or `bytes`")
+    prefix_cache_hit_rate: float = _f(0.0, "target prefix-cache hit rate in (0, 1): judged "
+                                      "against the server's cached_tokens; 0 = none")
+    prefix_cache_tolerance: float = _f(0.05, "how far the achieved hit rate may be from "
+                                       "prefix_cache_hit_rate (absolute)")
+    tokenizer: str = _f("approx", "token counting: `approx` (words), `bytes`, or PATH of a "
+                        "tokenizer.json or a tiktoken-style ranks file")
     workload_rng_seed: int = _f(8470324591232611257, "seed of the prompts' lengths and text")
     turns: LengthDist | None = _f(  # noqa: RUF009 - _f makes a field()
         None, "turns per multi-turn session: a number or {dist = ...}; unset = single requests")
@@ -211,6 +231,7 @@ _INT_KEYS = {n for n, f in _FIELDS.items() if f.type == "int"}
 _FLOAT_KEYS = {n for n, f in _FIELDS.items() if f.type == "float"}
 _BOOL_KEYS = {n for n, f in _FIELDS.items() if f.type == "bool"}
 _PATH_KEYS = ("trace_file", "schedule_file", "dataset")
+_RELATIVE_KEYS = (*_PATH_KEYS, "tokenizer")  # a tokenizer file is relative to the definition
 _LENGTH_KEYS = ("input_tokens", "output_tokens", "turns")
 
 
@@ -312,6 +333,11 @@ def _check_arrival(s: TestSettings, problems: list[str]) -> None:
         _check_steps(s, problems)
     if s.arrival == "trace" and not s.trace_file:
         problems.append("trace_file: arrival 'trace' needs a trace file")
+    if s.trace_format not in TRACE_FORMATS:
+        problems.append(f"trace_format: {s.trace_format!r} is not one of "
+                        f"{', '.join(TRACE_FORMATS)}")
+    if s.trace_block_tokens < 1:
+        problems.append(f"trace_block_tokens: must be at least 1, got {s.trace_block_tokens!r}")
     for key in _PATH_KEYS:
         path = getattr(s, key)
         if path and (key == "schedule_file" or s.arrival == "trace") and not Path(path).is_file():
@@ -391,8 +417,10 @@ def _check_tokens(s: TestSettings, problems: list[str]) -> None:
             problems.append(f"{key}: must not be negative, got {getattr(s, key)!r}")
     if s.prefix_groups < 1:
         problems.append(f"prefix_groups: must be at least 1, got {s.prefix_groups!r}")
-    if s.tokenizer not in ("approx", "bytes"):
-        problems.append(f"tokenizer: {s.tokenizer!r} is not one of approx, bytes")
+    check_prefix_cache(s, problems)
+    if is_file_tokenizer(s.tokenizer) and not Path(s.tokenizer).is_file():
+        problems.append(f"tokenizer: {s.tokenizer!r} is not approx, bytes or a tokenizer file "
+                        "(tokenizer.json, or a tiktoken-style ranks file)")
     if s.mlperf_model and s.mlperf_model not in LLM_PRESETS:
         problems.append(f"mlperf_model: {s.mlperf_model!r} is not one of "
                         f"{', '.join(LLM_PRESETS)}{suggest(s.mlperf_model, LLM_PRESETS)}")
@@ -400,8 +428,19 @@ def _check_tokens(s: TestSettings, problems: list[str]) -> None:
         for key in ("ttft_latency_ms", "tpot_latency_ms"):
             if getattr(s, key) <= 0:
                 problems.append(f"{key}: token mode on Server needs a bound above 0")
-    if s.dataset and s.input_tokens is not None:
+    lines = s.dataset_format == "lines"
+    if s.dataset_format not in DATASET_FORMATS:
+        problems.append(f"dataset_format: {s.dataset_format!r} is not one of "
+                        f"{', '.join(DATASET_FORMATS)}")
+    if s.dataset and s.input_tokens is not None and not lines:
         problems.append("input_tokens: a dataset brings its own prompts; set one or the other")
+    if s.dataset and lines and s.input_tokens is None:
+        problems.append("input_tokens: a line pool (dataset_format = \"lines\") needs the "
+                        "prompts' length")
+    for key in ("dataset_min_input", "dataset_max_input", "dataset_min_output",
+                "dataset_max_output", "dataset_samples"):
+        if getattr(s, key) < 0:
+            problems.append(f"{key}: must not be negative, got {getattr(s, key)!r}")
     if s.dataset and not Path(s.dataset).is_file():
         problems.append(f"dataset: no such file {s.dataset!r}")
     if s.prefix_tokens and s.input_tokens is None:
@@ -481,7 +520,8 @@ def load_settings(path: str | Path | None, overrides: list[str] | None = None) -
             raise SettingsError([f"{path}: no such file"]) from None
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError([f"{path}: not valid TOML: {exc}"]) from None
-        for key in _PATH_KEYS:  # a file named in a test definition is relative to it
-            if isinstance(values.get(key), str) and values[key]:
+        for key in _RELATIVE_KEYS:  # a file named in a test definition is relative to it
+            if isinstance(values.get(key), str) and values[key] and (
+                    key != "tokenizer" or is_file_tokenizer(values[key])):
                 values[key] = str(Path(path).parent / values[key])
     return settings_from_mapping(values | parse_overrides(overrides or []))

@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from loadgen.errors import SettingsError
 from loadgen.plan.arrivals import Trace
+from loadgen.plan.traces.named import read_named_trace
 
 __all__ = ["COLUMNS", "MAX_ROWS", "SCHEDULE_FILE", "read_schedule", "read_trace"]
 
@@ -122,9 +123,16 @@ def _check_sorted(key: str, values: npt.NDArray[np.float64] | npt.NDArray[np.int
                          "(the trace must be sorted)")
 
 
-def read_trace(path: str | Path, time_scale: float = 1.0) -> Trace:
-    """A trace file as int64 ns offsets from its first row, times `time_scale`."""
+def read_trace(path: str | Path, time_scale: float = 1.0, trace_format: str = "auto",
+               block_tokens: int = 512) -> Trace:
+    """A trace file as int64 ns offsets from its first row, times `time_scale`
+    (`trace_format` names its loader, `traces.named`; `auto` reads it here)."""
     raw = _read_bytes("trace_file", path)
+    if trace_format != "auto":
+        rows = read_named_trace(path, trace_format, block_tokens)
+        _check_sorted("trace_file", rows.seconds, None)
+        offsets = np.round((rows.seconds - rows.seconds[0]) * (1e9 * time_scale))
+        return Trace(str(path), hashlib.sha256(raw).hexdigest(), offsets.astype(np.int64))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

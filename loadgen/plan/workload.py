@@ -8,12 +8,13 @@
   words; with `prefix_tokens` and `prefix_groups`, sample i starts with the
   shared prefix of group i mod groups (the prompt is the prefix plus its own
   `input_tokens`);
-* a dataset (`dataset`, JSON lines): each row's `prompt` (or `text`), its
-  optional `output_tokens` (else drawn from `output_tokens`) and optional
-  `input_tokens` (else counted); sample i is row i mod rows;
+* a dataset (`dataset`, in `dataset_format` jsonl, sharegpt or lines:
+  `plan.datasets.build`); sample i is row i mod rows;
 * a trace replay whose file carries `input_tokens` and `output_tokens`
-  columns: query i gets row i's lengths (`in_order`: the schedule then hands
-  query i sample index i, `plan.schedule`).
+  columns, or a named trace (`trace_format`: mooncake, azure, burstgpt,
+  `plan.traces`): query i gets row i's lengths (`in_order`: the schedule then
+  hands query i sample index i, `plan.schedule`); a Mooncake trace's prompts are
+  its hash blocks (`traces.blocks`), so its prefix sharing is exact.
 
 Token lengths are counted by `tokenizer`: `approx` (one token per word or
 punctuation mark: each word of the synthetic text is one token, as a GPT-style
@@ -23,51 +24,25 @@ byte-vocabulary model). Nothing is downloaded.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from loadgen.errors import SettingsError
+from loadgen.plan.datasets.build import DatasetPrompts, dataset_prompts
 from loadgen.plan.lengths import LengthDist
+from loadgen.plan.prefixcache import prefix_for_target
 from loadgen.plan.prompts import Prompt, PromptSource
 from loadgen.plan.settings import IssueMode, TestSettings, issue_mode
 from loadgen.plan.tracelengths import read_trace_lengths
+from loadgen.plan.traces.blocks import BlockPrompts
+from loadgen.plan.traces.named import read_named_trace
+from loadgen.plan.words import count_tokens, synthetic_text
 
 __all__ = ["TOKENIZERS", "DatasetPrompts", "SyntheticPrompts", "count_tokens", "prompts_for",
            "synthetic_text"]
 
 TOKENIZERS = ("approx", "bytes")
-_WORD_TEXT = (
-    "the of and to in is that for it as was with be by on not he this are or his from at which "
-    "but have an they you were her she there been one all we their has would when if so no will "
-    "more can out other into some time could them than its only new about also two may then do "
-    "first any my now such like our over man me even most made after what many before must "
-    "through back years much where your way well down should because each just those people how "
-    "too little state good very make world still own see men work long get here between both "
-    "life being under never day same another know while last might us great old year off come "
-    "since against go came right used take three")
-_WORDS = tuple(_WORD_TEXT.split())
-_PIECES = re.compile(r"\w+|[^\w\s]")
-
-
-def count_tokens(text: str, tokenizer: str) -> int:
-    """Tokens in `text`: `approx` counts words and punctuation marks, `bytes` UTF-8 bytes."""
-    if tokenizer == "bytes":
-        return len(text.encode())
-    return len(_PIECES.findall(text))
-
-
-def synthetic_text(rng: np.random.Generator, tokens: int, tokenizer: str) -> str:
-    """Text of exactly `tokens` tokens under `tokenizer`: words, each with a leading space."""
-    if tokens <= 0:
-        return ""
-    picks = rng.integers(0, len(_WORDS), tokens)
-    text = "".join(" " + _WORDS[i] for i in picks.tolist())
-    return text[:tokens] if tokenizer == "bytes" else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,66 +82,17 @@ class SyntheticPrompts:
                 "seed": self.seed}
 
 
-@dataclass(frozen=True, slots=True)
-class DatasetPrompts:
-    """Prompts read from a JSON-lines file; sample i is row i mod rows."""
-
-    path: str
-    prompts: tuple[Prompt, ...]
-    tokenizer: str = "approx"
-
-    def prompt(self, index: int) -> Prompt:
-        """The row of one sample index."""
-        return self.prompts[index % len(self.prompts)]
-
-    def describe(self) -> dict[str, Any]:
-        """Plain values for the plan's record."""
-        return {"kind": "dataset", "path": self.path, "rows": len(self.prompts),
-                "mean_input_tokens": sum(p.input_tokens for p in self.prompts) / len(self.prompts),
-                "mean_output_tokens": sum(p.max_tokens for p in self.prompts) / len(self.prompts)}
-
-
-def _read_dataset(s: TestSettings, output: LengthDist) -> DatasetPrompts:
-    path = Path(s.dataset)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise SettingsError([f"dataset: cannot read {s.dataset!r}: {exc}"]) from None
-    drawn = output.draw(np.random.default_rng((s.workload_rng_seed, 3)), max(len(lines), 1))
-    prompts, problems = [], []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"dataset: {s.dataset}:{number}: not JSON: {exc}")
-            continue
-        text = row.get("prompt", row.get("text")) if isinstance(row, dict) else None
-        if not isinstance(text, str):
-            problems.append(f"dataset: {s.dataset}:{number}: needs a string 'prompt' (or 'text')")
-            continue
-        outputs, inputs = row.get("output_tokens"), row.get("input_tokens")
-        if not all(v is None or isinstance(v, int) and not isinstance(v, bool) and v > 0
-                   for v in (outputs, inputs)):
-            problems.append(f"dataset: {s.dataset}:{number}: input_tokens and output_tokens "
-                            "must be positive integers")
-            continue
-        prompts.append(Prompt(text, inputs or count_tokens(text, s.tokenizer),
-                              outputs or int(drawn[number - 1]), s.fixed_output))
-        if len(problems) >= 5:
-            break
-    if not prompts and not problems:
-        problems.append(f"dataset: {s.dataset} holds no prompts")
-    if problems:
-        raise SettingsError(problems)
-    return DatasetPrompts(s.dataset, tuple(prompts), s.tokenizer)
-
-
 def prompts_for(settings: TestSettings) -> PromptSource | None:
     """The run's prompts, or None when it has no token workload."""
     s = settings
     replay = issue_mode(s) is IssueMode.OPEN and s.arrival == "trace" and not s.schedule_file
+    if replay and s.trace_format != "auto":
+        rows = read_named_trace(s.trace_file, s.trace_format, s.trace_block_tokens)
+        if rows.hash_ids is not None:
+            return BlockPrompts(rows, s.trace_block_tokens, s.tokenizer, s.workload_rng_seed,
+                                s.fixed_output)
+        return SyntheticPrompts(rows.input_tokens, rows.output_tokens, s.fixed_output,
+                                0, 1, s.tokenizer, s.workload_rng_seed, in_order=True)
     lengths = read_trace_lengths(s.trace_file) if replay else None
     if lengths is not None:
         return SyntheticPrompts(lengths.input_tokens, lengths.output_tokens, s.fixed_output,
@@ -175,11 +101,15 @@ def prompts_for(settings: TestSettings) -> PromptSource | None:
         return None
     output = s.output_tokens or LengthDist("fixed", 128.0)
     if s.dataset:
-        return _read_dataset(s, output)
+        return dataset_prompts(s, output)
     assert s.input_tokens is not None
     count = s.total_sample_count
+    prefix = prefix_for_target(s)
+    inputs = s.input_tokens.draw(np.random.default_rng((s.workload_rng_seed, 0)), count)
+    if prefix != s.prefix_tokens:  # a target hit rate: the prefix is part of input_tokens
+        inputs = np.maximum(inputs - prefix, 1)
     return SyntheticPrompts(
-        input_lengths=s.input_tokens.draw(np.random.default_rng((s.workload_rng_seed, 0)), count),
+        input_lengths=inputs,
         output_lengths=output.draw(np.random.default_rng((s.workload_rng_seed, 3)), count),
-        fixed_output=s.fixed_output, prefix_tokens=s.prefix_tokens,
+        fixed_output=s.fixed_output, prefix_tokens=prefix,
         prefix_groups=max(s.prefix_groups, 1), tokenizer=s.tokenizer, seed=s.workload_rng_seed)

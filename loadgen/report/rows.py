@@ -5,7 +5,8 @@ Columns (token columns only for token runs; durations in ms in files, formatted 
 on screen): offered_qps, achieved_qps, p50_ms, p99_ms, ttft_p50_ms, ttft_p99_ms,
 tpot_p50_ms, tpot_p99_ms, itl_p50_ms, itl_p99_ms, output_tokens_per_s, goodput_qps (queries
 within the latency SLO per second), token_goodput_rps (requests meeting every token SLO per
-second), errors, valid, reasons (reason codes, space-separated).
+second), errors, sut_rss_peak_mb and sut_gpu_peak_mb (the SUT's peak memory, `sut_memory`;
+empty where not measured), valid, reasons (reason codes, space-separated).
 """
 
 from __future__ import annotations
@@ -51,8 +52,16 @@ def run_row(result: RunResult) -> dict[str, Any]:
         row["token_goodput_rps"] = round(ts.goodput.requests_per_s, 3) \
             if ts.goodput.slos_ms else None
     row |= {"goodput_qps": round(r.goodput_qps, 3), "errors": r.errors,
+            "sut_rss_peak_mb": _mb(result, "host_rss_peak_bytes"),
+            "sut_gpu_peak_mb": _mb(result, "gpu_memory_peak_bytes"),
             "valid": result.valid, "reasons": " ".join(str(x.code) for x in result.verdict.reasons)}
     return row
+
+
+def _mb(result: RunResult, key: str) -> float | None:
+    """A `sut_memory` peak in MiB (None where not measured)."""
+    value = (result.sut_memory or {}).get(key)
+    return None if value is None else round(value / 2**20, 1)
 
 
 def point_row(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

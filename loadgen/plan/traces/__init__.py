@@ -1,0 +1,1 @@
+"""Named production trace formats (Mooncake, Azure LLM inference, BurstGPT): one loader each."""

@@ -1,0 +1,70 @@
+"""The README's workload examples as a user runs them: `loadgen serve --model tiny-llm` in a
+subprocess, then `loadgen run scenarios/mooncake.toml` (the Mooncake-format sample) and
+`loadgen run scenarios/prefix_cache.toml` (a prefix-cache experiment with its verdict) and
+`loadgen run scenarios/sharegpt.toml` (the ShareGPT-format sample)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from loadgen.plan.traces.blocks import ideal_cached_tokens
+from loadgen.plan.traces.mooncake import read_mooncake
+from tests.served import ROOT, read_line, stop
+
+pytestmark = pytest.mark.functional
+
+
+@contextmanager
+def _serve_tiny_llm() -> Iterator[str]:
+    """`loadgen serve --model tiny-llm` on a free loopback port: its host:port; stopped by pid."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadgen", "serve", "--model", "tiny-llm", "--http-port", "0",
+         "--device", "cpu", "--max-num-seqs", "8"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        banner = read_line(proc, 120)
+        assert banner.startswith("serving tiny-llm http=127.0.0.1:"), banner
+        assert read_line(proc, 120) == "ready tiny-llm"
+        yield banner.split("http=")[1]
+    finally:
+        stop(proc, 60)
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def _run(scenario: str, sut: str, out: Path) -> dict[str, object]:
+    proc = subprocess.run([sys.executable, "-m", "loadgen", "run", scenario, "--sut", sut,
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode in (0, 1), proc.stderr  # 1: INVALID, still a result
+    doc: dict[str, object] = json.loads((out / "result.json").read_text())
+    return doc
+
+
+def test_the_readme_workload_examples(tmp_path: Path) -> None:
+    with _serve_tiny_llm() as address:
+        # no preflight: its request (the first prompt) would prime the cache
+        sut = f"openai://{address}/tiny-llm?endpoint=completions&preflight=0"
+        trace = _run("scenarios/mooncake.toml", sut, tmp_path / "mooncake")
+        experiment = _run("scenarios/prefix_cache.toml", sut, tmp_path / "prefix")
+        sharegpt = _run("scenarios/sharegpt.toml", sut.replace("completions", "chat"),
+                        tmp_path / "sharegpt")
+    rows = read_mooncake(ROOT / "scenarios/traces/mooncake_sample.jsonl", 32)
+    ideal, prompt = ideal_cached_tokens(rows, 32)
+    cache = trace["tokens"]["cache"]  # type: ignore[index]
+    assert trace["errors"] == 0 and cache["requests_reporting"] == rows.seconds.size
+    assert cache["hit_rate"]["requested"] == pytest.approx(ideal / prompt)
+    # a request arriving while an earlier one with its prefix is still in prefill may miss
+    assert 0.9 * ideal <= cache["cached_tokens_total"] <= ideal
+    rate = experiment["tokens"]["cache"]["hit_rate"]  # type: ignore[index]
+    assert rate["requested"] == 0.6 and abs(rate["achieved"] - 0.6) <= 0.05
+    assert "cache_hit_rate" not in experiment["reason_codes"]  # type: ignore[operator]
+    assert sharegpt["errors"] == 0 and sharegpt["tokens"]["requests"] > 0  # type: ignore[index]
