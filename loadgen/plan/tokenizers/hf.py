@@ -26,7 +26,7 @@ class HfTokenizer:
 def read_tokenizer_json(path: str | Path) -> HfTokenizer:
     """The tokenizer of a local tokenizer.json (nothing is downloaded)."""
     try:
-        from tokenizers import Tokenizer  # type: ignore[import-not-found,unused-ignore]
+        from tokenizers import Tokenizer  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         raise SettingsError([(f"tokenizer: {path} is a Hugging Face tokenizer.json, which needs "
                              "the optional extra `tokenizers` (pip install "
