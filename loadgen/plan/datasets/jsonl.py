@@ -3,12 +3,11 @@ contents joined by newlines), optional `input_tokens` and `output_tokens`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from loadgen.errors import SettingsError
-from loadgen.plan.datasets.rows import DatasetRow, bad_row, read_text
+from loadgen.plan.datasets.rows import DatasetRow, bad_row, json_row, read_text
 
 __all__ = ["MAX_PROBLEMS", "read_jsonl"]
 
@@ -38,12 +37,7 @@ def _text(row: dict[str, Any], path: str | Path, line: int) -> str:
 
 
 def _row(text: str, path: str | Path, line: int) -> DatasetRow:
-    try:
-        row = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise bad_row(path, line, "row", f"not JSON: {exc.msg}") from None
-    if not isinstance(row, dict):
-        raise bad_row(path, line, "row", "expected a JSON object")
+    row = json_row(text, path, line)
     return DatasetRow(_text(row, path, line), line, _count(row, "input_tokens", path, line),
                       _count(row, "output_tokens", path, line))
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from loadgen.errors import SettingsError
+from loadgen.plan.inputfile import json_object, read_input_text, row_error
 
-__all__ = ["DATASET_FORMATS", "DatasetRow", "bad_row", "read_text"]
+__all__ = ["DATASET_FORMATS", "DatasetRow", "bad_row", "json_row", "read_text"]
 
 DATASET_FORMATS = ("jsonl", "sharegpt", "lines")
 
@@ -30,15 +32,14 @@ class DatasetRow:
 
 def bad_row(path: str | Path, line: int, field: str, message: str) -> SettingsError:
     """The error for one bad row."""
-    return SettingsError([f"dataset: {path}:{line}: {field}: {message}"])
+    return row_error("dataset", path, line, field, message)
 
 
 def read_text(path: str | Path) -> str:
     """The file as UTF-8 text (a SettingsError naming it when it cannot be read)."""
-    try:
-        return Path(path).read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise SettingsError([(f"dataset: cannot read {str(path)!r}: "
-                             f"{exc.strerror or exc}")]) from None
-    except UnicodeDecodeError as exc:
-        raise SettingsError([f"dataset: {path}: not UTF-8 text (byte {exc.start})"]) from None
+    return read_input_text("dataset", path)
+
+
+def json_row(text: str, path: str | Path, line: int) -> dict[str, Any]:
+    """One JSONL row, which must be a JSON object."""
+    return json_object("dataset", text, path, line)

@@ -7,7 +7,6 @@ two rows with equal leading ids share that prefix. The last block may be partial
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from loadgen.plan.traces.rows import (
     TraceRows,
     bad_row,
     count_field,
+    json_row,
     read_text,
     seconds_field,
 )
@@ -40,12 +40,7 @@ def read_mooncake(path: str | Path, block_tokens: int) -> TraceRows:
     for line, text in enumerate(read_text(path).splitlines(), start=1):
         if not text.strip():
             continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise bad_row(path, line, "row", f"not JSON: {exc.msg}") from None
-        if not isinstance(row, dict):
-            raise bad_row(path, line, "row", "expected a JSON object")
+        row = json_row(text, path, line)
         for field in ("timestamp", "input_length", "output_length", "hash_ids"):
             if field not in row:
                 raise bad_row(path, line, field, "missing")

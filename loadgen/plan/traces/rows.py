@@ -10,13 +10,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from loadgen.errors import SettingsError
+from loadgen.plan.inputfile import json_object, read_input_text, row_error
 
-__all__ = ["MAX_ROWS", "TraceRows", "bad_row", "count_field", "read_text", "seconds_field"]
+__all__ = ["MAX_ROWS", "TraceRows", "bad_row", "count_field", "json_row", "read_text",
+           "seconds_field"]
 
 MAX_ROWS = 50_000_000
 
@@ -33,18 +36,17 @@ class TraceRows:
 
 def bad_row(path: str | Path, line: int, field: str, message: str) -> SettingsError:
     """The error for one bad row: `trace_file: FILE:LINE: FIELD: message`."""
-    return SettingsError([f"trace_file: {path}:{line}: {field}: {message}"])
+    return row_error("trace_file", path, line, field, message)
 
 
 def read_text(path: str | Path) -> str:
     """The file as UTF-8 text (a SettingsError naming it when it cannot be read)."""
-    try:
-        return Path(path).read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise SettingsError([(f"trace_file: cannot read {str(path)!r}: "
-                             f"{exc.strerror or exc}")]) from None
-    except UnicodeDecodeError as exc:
-        raise SettingsError([f"trace_file: {path}: not UTF-8 text (byte {exc.start})"]) from None
+    return read_input_text("trace_file", path)
+
+
+def json_row(text: str, path: str | Path, line: int) -> dict[str, Any]:
+    """One JSONL row, which must be a JSON object."""
+    return json_object("trace_file", text, path, line)
 
 
 def seconds_field(value: object, path: str | Path, line: int, field: str) -> float:

@@ -1,0 +1,40 @@
+"""A user's input file (a dataset, a trace): its text, its JSON rows, and the error that
+names the setting, file, line and field of a bad row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from loadgen.errors import SettingsError
+
+__all__ = ["json_object", "read_input_text", "row_error"]
+
+
+def row_error(setting: str, path: str | Path, line: int, field: str,
+              message: str) -> SettingsError:
+    """The error for one bad row: `SETTING: FILE:LINE: FIELD: message`."""
+    return SettingsError([f"{setting}: {path}:{line}: {field}: {message}"])
+
+
+def read_input_text(setting: str, path: str | Path) -> str:
+    """The file as UTF-8 text (a SettingsError naming it when it cannot be read)."""
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise SettingsError([(f"{setting}: cannot read {str(path)!r}: "
+                             f"{exc.strerror or exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise SettingsError([f"{setting}: {path}: not UTF-8 text (byte {exc.start})"]) from None
+
+
+def json_object(setting: str, text: str, path: str | Path, line: int) -> dict[str, Any]:
+    """One JSONL row, which must be a JSON object."""
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise row_error(setting, path, line, "row", f"not JSON: {exc.msg}") from None
+    if not isinstance(row, dict):
+        raise row_error(setting, path, line, "row", "expected a JSON object")
+    return row
