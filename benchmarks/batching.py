@@ -16,23 +16,37 @@ Prints, in one run:
 2. the highest Server QPS meeting a p99 SLO with dynamic batching (`--model`, max
    batch 32) against the same SUT with `max_batch_size=1` (target >= 3x), by find-peak.
 
-With `--device cuda` every SUT and raw-model figure runs on the GPUs (one worker per
-GPU; the raw model is fed inputs already on the GPU and synchronised after each
-batch), at `--precision` fp32, fp16 or bf16; the first line names the GPU and driver.
+With `--device cuda` every figure runs on one GPU (cuda:0): the raw model is fed
+inputs already on the GPU in one thread and synchronised after each batch (`eager`;
+`--raw-modes eager,graph` adds the same loop replaying a CUDA graph, so the harness's
+own overhead stays visible beside the target), at `--precision` fp32, fp16 or bf16;
+the first line names the GPU and driver. `--variants` compares executor paths on the
+same cases: `default` (the SUT's own defaults), `serial` (one batch at a time per
+instance, one instance: the path before the pipeline), `pipelined-N` (a ring per
+instance, eager, N instances), `graphs-N` (the ring with CUDA graphs, N instances).
+`--json` prints one JSON object per case instead of prose: model, batch, device,
+precision, variant, sut_samples_per_s, raw_samples_per_s (eager), ratio, raw_graph_samples_per_s
+and ratio_graph (with `--raw-modes ...,graph`), component_p50_us (h2d, compute,
+d2h, queue, ...), and with `--harness` a first case: the no-compute model at the
+largest batch (what the harness alone costs a batch).
 
     .venv/bin/python benchmarks/batching.py [--models mlp,cnn,transformer] [--rounds 3]
-        [--offline-batches 32,256] [--layout 1x2] [--no-server]
+        [--offline-batches 32,256] [--layout 1x2] [--no-server] [--seconds 3]
         [--model mlp] [--slo-ms 20] [--budget-s 150] [--device cpu|cuda] [--precision fp32]
+        [--variants default,serial,pipelined-1,pipelined-2,graphs-1,graphs-2]
+        [--raw-modes eager,graph] [--json] [--harness]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +63,15 @@ from sut.models import check_model, load_model
 from sut.workers import PRECISIONS, cpu_cores, plan_workers
 
 BATCH = 32
+#: variant -> SUT options (empty: the SUT's defaults)
+VARIANTS = {
+    "default": "",
+    "serial": "pipelined=false,cuda_graphs=false,instances=1",
+    "pipelined-1": "pipelined=true,cuda_graphs=false,instances=1",
+    "pipelined-2": "pipelined=true,cuda_graphs=false,instances=2",
+    "graphs-1": "pipelined=true,cuda_graphs=true,instances=1",
+    "graphs-2": "pipelined=true,cuda_graphs=true,instances=2",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +83,9 @@ class Target:
 
     @property
     def options(self) -> str:
-        """The SUT spec's options for this target (the device named, never `auto`)."""
-        return f"device={self.device},precision={self.precision}"
+        """The SUT spec's options for this target (the device named, never `auto`; one GPU)."""
+        device = "cuda:0" if self.device == "cuda" else self.device
+        return f"device={device},precision={self.precision}"
 
 
 def wake_round_trip_us(trips: int = 20_000) -> float:
@@ -117,20 +141,23 @@ def gpu_line(precision: str) -> str:
 
 
 def raw_throughput(model: str, batch: int, layout: tuple[int, int], target: Target,
-                   seconds: float = 3.0) -> float:
+                   seconds: float = 3.0, mode: str = "eager") -> float:
     """Samples/s of the bare model on one batch, laid out like the SUT's CPU workers: one
     Python thread per worker, each setting its own intra-op thread count (set only in the
     main thread, the count does not reach the others and they oversubscribe the cores:
     ~0.7x), inference mode. The window opens once every thread has warmed up and closes
-    when the last one ends its last forward pass. On `cuda`, worker i runs on GPU
-    i mod count, on inputs already there, synchronising after each batch."""
+    when the last one ends its last forward pass. On `cuda`, one thread on GPU 0, on
+    inputs already there, synchronising after each batch; `mode` graph replays a CUDA
+    graph of the forward instead of running it eagerly."""
     loaded = load_model(model, {}, seed=0)
     inputs = loaded.dataset.sample_inputs(np.arange(batch) % loaded.dataset.size)
     tensors = [torch.from_numpy(np.ascontiguousarray(v)) for v in inputs.values()]
     module = loaded.module.eval()
     workers, threads_per_worker = layout
-    places = ([torch.device(f"cuda:{i % torch.cuda.device_count()}") for i in range(workers)]
-              if target.device == "cuda" else [torch.device("cpu")] * workers)
+    if target.device == "cuda":
+        workers = 1
+    places = ([torch.device("cuda:0")] if target.device == "cuda"
+              else [torch.device("cpu")] * workers)
     dtype = PRECISIONS[target.precision]
     on = {p: (copy.deepcopy(module).to(device=p, dtype=dtype),
               [t.to(device=p, dtype=dtype) if t.is_floating_point() else t.to(p)
@@ -149,10 +176,11 @@ def raw_throughput(model: str, batch: int, layout: tuple[int, int], target: Targ
             for _ in range(5):
                 net(*args)
             sync(place)
+            step = _replayer(net, args, place) if mode == "graph" else (lambda: net(*args))
             warmed.wait()
             deadline = window[0] + seconds
             while time.perf_counter() < deadline:
-                net(*args)
+                step()
                 sync(place)
                 counts[slot] += batch
             ends[slot] = time.perf_counter()
@@ -163,6 +191,20 @@ def raw_throughput(model: str, batch: int, layout: tuple[int, int], target: Targ
     for t in threads:
         t.join()
     return sum(counts) / (max(ends) - window[0])
+
+
+def _replayer(net: nn.Module, args: list[torch.Tensor],
+              place: torch.device) -> Callable[[], None]:
+    """`graph.replay` of `net(*args)` captured on `place` (a CUDA device)."""
+    side = torch.cuda.Stream(place)  # type: ignore[no-untyped-call]
+    side.wait_stream(torch.cuda.current_stream(place))
+    with torch.cuda.stream(side):
+        net(*args)
+    side.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        net(*args)
+    return graph.replay
 
 
 class FirstColumns(nn.Module):
@@ -176,43 +218,93 @@ class FirstColumns(nn.Module):
 NO_COMPUTE = "import:__main__:FirstColumns,input_shape=256"
 
 
+def offline_run(model: str, batch: int, layout: tuple[int, int], expected: float,
+                target: Target, variant: str = "default", seconds: float = 3.0
+                ) -> tuple[float, dict[str, float], str]:
+    """Samples/s of an Offline run of the SUT sized to last ~`seconds` at `expected`
+    samples/s, its components' p50s in us, and the executor path it names."""
+    settings = load_settings(None, ["scenario='Offline'", "preset='dev'",
+                                    f"target_qps={expected:.0f}", f"min_duration_s={seconds}",
+                                    "warmup_s=0"])
+    workers, threads = layout
+    options = [o for o in VARIANTS[variant].split(",") if o]
+    if target.device == "cpu":  # the raw loop's layout; instance counts are the GPU's
+        options = [o for o in options if not o.startswith("instances=")]
+        options += [f"workers={workers}", f"threads={threads}"]
+    spec = f"builtin:{model},max_batch_size={batch},{','.join([*options, target.options])}"
+    result = run_test(settings, make_sut(spec))
+    p50s = {name: round(c.latency.p50 / 1e3, 1) for name, c in result.stats.components_ns.items()}
+    return float(result.stats.samples_per_s), p50s, str(result.sut.get("executor", ""))
+
+
 def offline_throughput(model: str, batch: int, layout: tuple[int, int], expected: float,
                        target: Target) -> float:
     """Samples/s of an Offline run of the SUT sized to last ~3 s at `expected` samples/s."""
-    settings = load_settings(None, ["scenario='Offline'", "preset='dev'",
-                                    f"target_qps={expected:.0f}", "min_duration_s=3",
-                                    "warmup_s=0"])
-    workers, threads = layout
-    spec = (f"builtin:{model},max_batch_size={batch},workers={workers},threads={threads},"
-            f"{target.options}")
-    result = run_test(settings, make_sut(spec))
-    return float(result.stats.samples_per_s)
+    return offline_run(model, batch, layout, expected, target)[0]
 
 
-def harness_line(batch: int, layout: tuple[int, int], target: Target) -> None:
-    """Print what the harness alone costs a batch: Offline on a model that computes nothing,
+def harness_case(batch: int, layout: tuple[int, int], target: Target, variant: str = "default",
+                 seconds: float = 3.0) -> dict[str, object]:
+    """What the harness alone costs a batch: Offline on a model that computes nothing,
     where the workers' Python runs one at a time under the GIL."""
-    samples = offline_throughput(NO_COMPUTE, batch, layout, 1e6, target)
-    print(f"Harness alone, batch {batch} ({NO_COMPUTE.partition(',')[0]}, no compute): "
-          f"{samples:,.0f} samples/s, {batch / samples * 1e6:.1f} us per batch", flush=True)
+    samples, p50s, executor = offline_run(NO_COMPUTE, batch, layout, 1e6, target, variant,
+                                          seconds)
+    return {"model": "no-compute", "batch": batch, "device": target.device,
+            "precision": target.precision, "variant": variant, "executor": executor,
+            "sut_samples_per_s": round(samples),
+            "us_per_batch": round(batch / samples * 1e6, 1), "component_p50_us": p50s}
 
 
-def offline_line(model: str, batch: int, layout: tuple[int, int], rounds: int,
-                 target: Target) -> None:
-    """Print the SUT's Offline throughput against the raw model's, alternated `rounds` times
-    (so drift on a shared machine hits both), each SUT run sized by the raw figure before it."""
-    suts, raws = [], []
+def offline_case(model: str, batch: int, layout: tuple[int, int], rounds: int,
+                 target: Target, variant: str = "default", seconds: float = 3.0,
+                 raw_modes: tuple[str, ...] = ("eager",)) -> dict[str, object]:
+    """The SUT's Offline throughput against the raw model's, alternated `rounds` times (so
+    drift on a shared machine hits both), each SUT run sized by the raw figure before it;
+    medians, the ratio's range, and the last SUT run's component p50s."""
+    suts, raws, graphs = [], [], []
+    p50s: dict[str, float] = {}
+    executor = ""
     for _ in range(rounds):
-        raws.append(raw_throughput(model, batch, layout, target))
-        suts.append(offline_throughput(model, batch, layout, raws[-1], target))
+        raws.append(raw_throughput(model, batch, layout, target, seconds))
+        if "graph" in raw_modes:
+            graphs.append(raw_throughput(model, batch, layout, target, seconds, "graph"))
+        sut, p50s, executor = offline_run(model, batch, layout, raws[-1], target, variant,
+                                          seconds)
+        suts.append(sut)
     ratios = sorted(s / r for s, r in zip(suts, raws, strict=True))
     sut, raw = statistics.median(suts), statistics.median(raws)
-    extra_us = (1 / sut - 1 / raw) * batch * layout[0] * 1e6  # per batch, in each worker
-    print(f"Offline, {model}, batch {batch}, {target.device} {target.precision}, "
-          f"{layout[0]} workers x {layout[1]} threads: "
-          f"SUT {sut:,.0f} samples/s, raw model {raw:,.0f} samples/s (medians of {rounds}), "
-          f"ratio {statistics.median(ratios):.2f}x (range {ratios[0]:.2f}-{ratios[-1]:.2f}; "
-          f"target >= 0.9x); the SUT adds {extra_us:.0f} us per batch per worker", flush=True)
+    workers = 1 if target.device == "cuda" else layout[0]
+    case: dict[str, object] = {
+        "model": model, "batch": batch, "device": target.device, "precision": target.precision,
+        "variant": variant, "executor": executor, "rounds": rounds, "seconds": seconds,
+        "sut_samples_per_s": round(sut), "raw_samples_per_s": round(raw),
+        "ratio": round(statistics.median(ratios), 3),
+        "ratio_range": [round(ratios[0], 3), round(ratios[-1], 3)],
+        "sut_adds_us_per_batch": round((1 / sut - 1 / raw) * batch * workers * 1e6, 1),
+        "component_p50_us": p50s,
+    }
+    if graphs:
+        case["raw_graph_samples_per_s"] = round(statistics.median(graphs))
+        case["ratio_graph"] = round(sut / statistics.median(graphs), 3)
+    return case
+
+
+def offline_line(case: dict[str, object], layout: tuple[int, int]) -> str:
+    """One case in prose."""
+    graph = (f", raw with CUDA graphs {case['raw_graph_samples_per_s']:,} samples/s "
+             f"(ratio {case['ratio_graph']:.2f}x)" if "ratio_graph" in case else "")
+    where = ("1 GPU" if case["device"] == "cuda"
+             else f"{layout[0]} workers x {layout[1]} threads")
+    span = case["ratio_range"]
+    assert isinstance(span, list)
+    low, high = span
+    return (f"Offline, {case['model']}, batch {case['batch']}, {case['device']} "
+            f"{case['precision']}, {where}, {case['variant']} ({case['executor']}): "
+            f"SUT {case['sut_samples_per_s']:,} samples/s, raw model "
+            f"{case['raw_samples_per_s']:,} samples/s (medians of {case['rounds']}), ratio "
+            f"{case['ratio']:.2f}x (range {low:.2f}-{high:.2f}; target >= 0.9x){graph}; "
+            f"the SUT adds {case['sut_adds_us_per_batch']:.0f} us per batch per worker; "
+            f"component p50s (us): {case['component_p50_us']}")
 
 
 def server_peak(spec: str, slo_ms: float, budget_s: float, out: Path) -> dict:
@@ -237,9 +329,30 @@ def main() -> None:
                         "(default: the SUT's own plan for this machine)")
     parser.add_argument("--no-server", action="store_true", help="Offline comparison only")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="where the SUT and the raw model run (cuda: one worker per GPU)")
+                        help="where the SUT and the raw model run (cuda: GPU 0)")
     parser.add_argument("--precision", choices=tuple(PRECISIONS), default="fp32")
+    parser.add_argument("--variants", default="default",
+                        help=f"comma-separated executor paths: {', '.join(VARIANTS)}")
+    parser.add_argument("--raw-modes", default="eager",
+                        help="raw loops: eager (the target's baseline), and graph (CUDA only)")
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="length of each raw loop and each SUT run")
+    parser.add_argument("--json", action="store_true", help="one JSON object per case")
+    parser.add_argument("--harness", action="store_true",
+                        help="with --json: add the no-compute model's cost per batch, at "
+                        "the largest batch")
     args = parser.parse_args()
+    variants = tuple(args.variants.split(","))
+    raw_modes = tuple(args.raw_modes.split(","))
+    if unknown := [v for v in variants if v not in VARIANTS]:
+        parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
+    if unknown := [m for m in raw_modes if m not in ("eager", "graph")] or (
+            [] if "eager" in raw_modes else ["(eager is required)"]):
+        parser.error(f"--raw-modes: {unknown}; want eager or eager,graph")
+    if args.device == "cpu" and ("graph" in raw_modes or any("graphs" in v for v in variants)):
+        parser.error("CUDA graphs (--raw-modes graph, --variants graphs-N) need --device cuda")
+    if args.seconds <= 0:
+        parser.error("--seconds must be > 0")
     target = Target(args.device, args.precision)
     if target.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA device")
@@ -259,15 +372,32 @@ def main() -> None:
             check_model(model, {})
         except ConfigError as exc:
             parser.error(str(exc))
+    if args.json:
+        if args.harness:
+            print(json.dumps(harness_case(batches[-1], layout, target, variants[0],
+                                          args.seconds)), flush=True)
+        for model in models:
+            for batch in batches:
+                for variant in variants:
+                    print(json.dumps(offline_case(model, batch, layout, args.rounds, target,
+                                                  variant, args.seconds, raw_modes)),
+                          flush=True)
+        return
     if target.device == "cuda":
         print(gpu_line(target.precision), flush=True)
     print(f"Thread wake-up round trip: {wake_round_trip_us():.1f} us (two threads, semaphores)",
           flush=True)
     for batch in batches:
-        harness_line(batch, layout, target)
+        case = harness_case(batch, layout, target, variants[0], args.seconds)
+        print(f"Harness alone, batch {batch} ({NO_COMPUTE.partition(',')[0]}, no compute, "
+              f"{case['executor']}): {case['sut_samples_per_s']:,} samples/s, "
+              f"{case['us_per_batch']:.1f} us per batch", flush=True)
     for model in models:
         for batch in batches:
-            offline_line(model, batch, layout, args.rounds, target)
+            for variant in variants:
+                print(offline_line(offline_case(model, batch, layout, args.rounds, target,
+                                                variant, args.seconds, raw_modes), layout),
+                      flush=True)
     if args.no_server:
         return
     with tempfile.TemporaryDirectory() as tmp:

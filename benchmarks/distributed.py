@@ -9,15 +9,20 @@ streamed), so 1 and 2 workers pay the same overheads. The target is 2 workers >=
 on a machine with a core for each worker and one for the SUT; with fewer, the figures say
 what the machine allows. A probe passes when most of `--repeat` runs are VALID. Because a
 VALID ceiling needs a clean p99 issue lag, which any other busy process spoils, the raw
-issue rate is printed too (a schedule far faster than the workers, issued back to back:
-queries per second of wall time, and each worker's CPU share).
+issue rate is printed too, as a scaling table per engine (`scaling.py`: 1, 2, 4, ... N
+workers up to the usable cores less two, `--max-processes`; a schedule far faster than
+the workers, issued back to back: queries per second of wall time, the efficiency against
+one worker, and what the harness itself cost). `--json` prints one JSON document instead.
 
-    .venv/bin/python benchmarks/distributed.py [--duration 2] [--steps 3] [--no-ray]
+    .venv/bin/python benchmarks/distributed.py [--duration 2] [--steps 3] [--no-ray] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import multiprocessing
 import os
 import socket
@@ -26,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from http_client import MODEL, serve  # the canned OIP server (a sibling benchmark)
+from scaling import print_table, process_counts, saturated_row, scaling_table
 
 from loadgen.api import run_test
 from loadgen.campaigns.calibrate import find_ceiling
@@ -56,17 +62,6 @@ def probe(spec: str, kind: str, engine: Any, workers: int, duration_s: float,
     return run
 
 
-def raw_rate(spec: str, engine: Any, workers: int, queries: int) -> tuple[float, str]:
-    """Queries per second when the schedule is always ahead; each worker's CPU share."""
-    settings = load_settings(None, [
-        "preset='dev'", "target_qps=1e8", "target_latency_ms=1000", "min_duration_s=0",
-        f"min_query_count={queries}", "warmup_s=0", "max_issue_lag_ms=1e9",
-        f"workers={workers}"])
-    r = run_test(settings, spec, engine=engine)
-    shares = " ".join(f"{w['cpu_share']:.0%}" for w in (r.workers or {})["per_worker"])
-    return float(r.stats.qps_completed), shares
-
-
 def ceiling(label: str, run: Callable[[float], tuple[bool, dict[str, Any]]], start: float,
             steps: int) -> tuple[float, dict[str, Any]]:
     def report(qps: float, ok: bool, figures: dict[str, Any]) -> None:
@@ -86,8 +81,21 @@ def main() -> None:
     parser.add_argument("--start-http", type=float, default=500.0, help="first HTTP QPS")
     parser.add_argument("--no-ray", action="store_true", help="local processes only")
     parser.add_argument("--saturate", type=int, default=100_000,
-                        help="queries in each raw issue-rate run (a tenth for HTTP)")
+                        help="queries per worker in each raw issue-rate run (a tenth for HTTP)")
+    parser.add_argument("--max-processes", type=int, default=None,
+                        help="the scaling tables' largest row (default: usable cores - 2)")
+    parser.add_argument("--json", action="store_true", help="one JSON document, no text")
     args = parser.parse_args()
+    quiet = contextlib.redirect_stdout(io.StringIO()) if args.json else contextlib.nullcontext()
+    with quiet:
+        doc = measure(args)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every table and ceiling, printed as it comes; the lot as one document."""
+    doc: dict[str, Any] = {"scaling": {}, "valid_qps": {}}
     sock = socket.create_server(("127.0.0.1", 0), reuse_port=True)
     http = f"http://127.0.0.1:{sock.getsockname()[1]}/{MODEL}"
     server = multiprocessing.get_context("fork").Process(target=serve, args=(sock,),
@@ -106,17 +114,20 @@ def main() -> None:
                                   ("http", http, args.start_http)):
             for name, make in engines:
                 queries = args.saturate // (1 if kind == "null" else 10)
-                (one, _), (two, shares) = (raw_rate(spec, make(), w, queries) for w in (1, 2))
-                lines.append(f"{kind:<5} {name:<6} raw issue rate: 1 worker {one:>9.0f} QPS   "
-                             f"2 workers {two:>9.0f} QPS   ratio {two / one:.2f}x   (CPU "
-                             f"share of each of the 2: {shares})")
-                print(lines[-1], flush=True)
+                table = scaling_table(
+                    process_counts(args.max_processes), queries,
+                    row=lambda n, spec=spec, make=make, queries=queries: saturated_row(
+                        n, queries, spec, make()))
+                doc["scaling"][f"{kind} {name}"] = table
+                print(f"{kind} {name}: raw issue rate")
+                print_table(table, sut=f"{kind} SUT")
                 peaks = []
                 for workers in (1, 2):
                     label = f"{kind} {name} x{workers}"
                     peak, _ = ceiling(label, probe(spec, kind, make(), workers, args.duration,
                                                    args.repeat), start, args.steps)
                     peaks.append(peak)
+                doc["valid_qps"][f"{kind} {name}"] = peaks
                 ratio = f"{peaks[1] / peaks[0]:.2f}x" if peaks[0] else "n/a"
                 lines.append(f"{kind:<5} {name:<6} VALID ceiling:  1 worker {peaks[0]:>9.0f} QPS   "
                              f"2 workers {peaks[1]:>9.0f} QPS   ratio {ratio}")
@@ -130,6 +141,7 @@ def main() -> None:
           f"http {SLO_MS['http']} ms), {time.monotonic() - started:.0f} s in all:")
     for line in lines:
         print("  " + line)
+    return doc
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ and its p50 latency and issue lag are printed with the ratios, measured in the
 same run. Two load processes split one schedule by seeded thinning (`--workers 2`);
 on a 2-core machine the target is at least 1.8x one process. Because a VALID
 ceiling needs a clean p99 issue lag, which any other busy process on the host
-spoils, the raw issue rate is printed too: a schedule far faster than the
-harness, issued back to back, queries per second of wall time. `--repeat 3`
-judges each rate by the majority of three probes (a shared host's stalls fail
-single probes at random).
+spoils, the raw issue rate is printed too, as the scaling table of `scaling.py`
+(1, 2, 4, ... N load processes up to the usable cores less two, `--max-processes`):
+a schedule far faster than the harness, issued back to back, queries per second of
+wall time, the efficiency against one process, and what the harness itself cost.
+`--repeat 3` judges each rate by the majority of three probes (a shared host's stalls
+fail single probes at random). `--json` prints one JSON document instead of text.
 
     .venv/bin/python benchmarks/issue_capacity.py [--duration 3] [--steps 5] [--no-mlperf]
 """
@@ -17,11 +19,16 @@ single probes at random).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from scaling import print_table, process_counts, scaling_table
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_async, run_loop, run_test
@@ -47,19 +54,6 @@ def loadgen_probe(qps: float, duration_s: float, workers: int = 1
     if workers > 1:
         return _figures(run_test(settings, "null"))
     return _figures(run_loop(run_async(settings, NullSut())))
-
-
-def saturated_qps(workers: int, queries: int) -> tuple[float, str]:
-    """Queries per second issued (and answered) when the schedule is always ahead, and
-    how much of a core each load process got."""
-    settings = load_settings(None, [
-        "preset='dev'", "target_qps=1e8", "target_latency_ms=1000", "min_duration_s=0",
-        f"min_query_count={queries}", "warmup_s=0", "max_issue_lag_ms=1e9",
-        f"workers={workers}"])
-    r = (run_test(settings, "null") if workers > 1
-         else run_loop(run_async(settings, NullSut())))
-    shares = [w["cpu_share"] for w in (r.workers or {}).get("per_worker", [])]
-    return float(r.stats.qps_completed), " ".join(f"{x:.0%}" for x in shares)
 
 
 def loadgen2_probe(qps: float, duration_s: float) -> tuple[bool, dict[str, float]]:
@@ -129,25 +123,33 @@ def main() -> None:
     parser.add_argument("--start", type=float, default=20000.0, help="first QPS probed")
     parser.add_argument("--no-mlperf", action="store_true", help="skip MLCommons' LoadGen")
     parser.add_argument("--repeat", type=int, default=1, help="probes per rate (majority)")
-    parser.add_argument("--saturate", type=int, default=600_000,
-                        help="queries in the raw issue-rate runs")
+    parser.add_argument("--saturate", type=int, default=300_000,
+                        help="queries per process in the raw issue-rate runs")
+    parser.add_argument("--max-processes", type=int, default=None,
+                        help="the scaling table's largest row (default: usable cores - 2)")
+    parser.add_argument("--json", action="store_true", help="one JSON document, no text")
     args = parser.parse_args()
-    (one_raw, _), (two_raw, shares) = (saturated_qps(w, args.saturate) for w in (1, 2))
-    print(f"raw issue rate (null SUT, {args.saturate} queries back to back): 1 process "
-          f"{one_raw:.0f} QPS, 2 processes {two_raw:.0f} QPS (CPU share of each: {shares}), "
-          f"ratio {two_raw / one_raw:.2f}x", flush=True)
-    print(f"null SUT, Server, p99 SLO {SLO_MS} ms, {args.duration} s per probe")
-    one, one_fig = peak(loadgen_probe, args.start, args.duration, args.steps, args.repeat)
-    two, two_fig = peak(loadgen2_probe, args.start, args.duration, args.steps, args.repeat)
-    print(_line("loadgen (1 process)", one, one_fig))
-    print(_line("loadgen (2 processes)", two, two_fig))
-    print(f"ratio 2 processes / 1: {two / one:.2f}x" if one else "ratio 2 / 1: n/a")
-    if args.no_mlperf:
-        return
-    theirs, theirs_fig = peak(mlperf_probe, args.start, args.duration, args.steps, args.repeat)
-    print(_line("MLPerf LoadGen", theirs, theirs_fig))
-    print(f"ratio loadgen (1 process) / MLPerf LoadGen: {one / theirs:.2f}x" if theirs
-          else "ratio: n/a")
+    doc: dict[str, Any] = {}
+    with contextlib.redirect_stdout(io.StringIO()) if args.json else contextlib.nullcontext():
+        doc["scaling"] = table = scaling_table(process_counts(args.max_processes), args.saturate)
+        print_table(table)
+        print(f"null SUT, Server, p99 SLO {SLO_MS} ms, {args.duration} s per probe")
+        one, one_fig = peak(loadgen_probe, args.start, args.duration, args.steps, args.repeat)
+        two, two_fig = peak(loadgen2_probe, args.start, args.duration, args.steps, args.repeat)
+        doc["valid_qps"] = {"loadgen_1": {"qps": one, **one_fig},
+                            "loadgen_2": {"qps": two, **two_fig}}
+        print(_line("loadgen (1 process)", one, one_fig))
+        print(_line("loadgen (2 processes)", two, two_fig))
+        print(f"ratio 2 processes / 1: {two / one:.2f}x" if one else "ratio 2 / 1: n/a")
+        if not args.no_mlperf:
+            theirs, theirs_fig = peak(mlperf_probe, args.start, args.duration, args.steps,
+                                      args.repeat)
+            doc["valid_qps"]["mlperf_loadgen"] = {"qps": theirs, **theirs_fig}
+            print(_line("MLPerf LoadGen", theirs, theirs_fig))
+            print(f"ratio loadgen (1 process) / MLPerf LoadGen: {one / theirs:.2f}x" if theirs
+                  else "ratio: n/a")
+    if args.json:
+        print(json.dumps(doc, indent=1))
 
 
 if __name__ == "__main__":

@@ -24,10 +24,16 @@ event, each event its own HTTP chunk, then a usage chunk and `[DONE]`. Three fig
    C; C doubles from `--start-streams` until p99 passes 1 ms for both loadgen and a bare
    Protocol that only stamps reads (what the box allows); the figure is the largest C under.
 
+With `--workers N` it measures only the read-stamp lag of `--lag-streams` (1,000) paced
+streams spread over N client processes (each its own adapter and loop, all started
+together at a barrier), pooled, beside the same streams from one process: whether
+spreading the streams over processes keeps the tail down.
+
 It prints figures; no pass/fail (targets: >= 500,000 tokens/s, >= 3x aiohttp, >= 1,000
 streams).
 
     .venv/bin/python benchmarks/llm_client.py [--duration 3] [--streams 8] [--tokens 4000]
+    .venv/bin/python benchmarks/llm_client.py --workers 4 [--lag-streams 1000]
 """
 
 from __future__ import annotations
@@ -362,17 +368,23 @@ def held_p99(sent: np.ndarray, lag: np.ndarray) -> float:
     return float(np.percentile(lag[middle], 99)) / 1e6
 
 
-async def lag_p99(port: int, streams: int, tokens: int) -> tuple[float, float, float, int]:
-    """(p99 read-stamp lag while every stream is open, the same over the whole run, p99
-    parse lag while every stream is open, in ms; streams that failed) with `streams` paced
-    streams held at once. The adapter parses chunks in the order of its reads, each read
-    stamped first, so its read stamps sorted are the stamps of the chunks in parse order:
-    paired with the server stamps the counter saw in that order."""
+Stamps = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+"""Server stamps, read stamps and parse stamps of every token (paired), streams failed."""
+
+
+async def lag_stamps(port: int, streams: int, tokens: int,
+                     barrier: Any = None) -> Stamps:
+    """`streams` paced streams held at once (issued together, after `barrier` when given).
+    The adapter parses chunks in the order of its reads, each read stamped first, so its
+    read stamps sorted are the stamps of the chunks in parse order: paired with the server
+    stamps the counter saw in that order."""
     sut = OpenAISut.from_spec(f"openai://127.0.0.1:{port}/m?max_in_flight={streams}")
     sut.use_prompts(_Prompts(tokens))
     counter = sut.counter = LagCounter()
     loop = StampLoop(sut)
     await sut.start(loop, None)  # type: ignore[arg-type]
+    if barrier is not None:
+        await asyncio.to_thread(barrier.wait, 60)
     for _ in range(streams):
         loop.issue()
     await asyncio.wait_for(loop.all_done.wait(), 120)
@@ -381,9 +393,74 @@ async def lag_p99(port: int, streams: int, tokens: int) -> tuple[float, float, f
     read = np.sort(np.array(loop.stamps))
     assert len(read) == len(sent), "every token parsed is in a finished stream"
     assert (read >= sent).all(), "a read stamp before its send: the pairing or the clock is off"
+    return sent, read, np.array(counter.parsed), loop.errors
+
+
+def lag_figures(stamps: Stamps) -> tuple[float, float, float, int]:
+    """(p99 read-stamp lag while every stream is open, the same over the whole run, p99
+    parse lag while every stream is open, in ms; streams that failed)."""
+    sent, read, parsed, errors = stamps
     whole = float(np.percentile(read - sent, 99)) / 1e6
-    return (held_p99(sent, read - sent), whole, held_p99(sent, np.array(counter.parsed) - sent),
-            loop.errors)
+    return held_p99(sent, read - sent), whole, held_p99(sent, parsed - sent), errors
+
+
+async def lag_p99(port: int, streams: int, tokens: int) -> tuple[float, float, float, int]:
+    """`lag_figures` of `streams` paced streams from this process."""
+    return lag_figures(await lag_stamps(port, streams, tokens))
+
+
+def _lag_worker(port: int, streams: int, tokens: int, barrier: Any, out: Any) -> None:
+    """One client process of `lag_over_workers`: its streams' stamps, on `out`."""
+    out.send(run_loop(lag_stamps(port, streams, tokens, barrier)))
+    out.close()
+
+
+def lag_over_workers(port: int, streams: int, tokens: int,
+                     workers: int) -> tuple[float, float, float, int]:
+    """`lag_figures` of `streams` paced streams spread over `workers` client processes
+    (spawned, released together at a barrier once each has its adapter up), pooled."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(workers)
+    shares = [streams // workers + (i < streams % workers) for i in range(workers)]
+    pipes = [ctx.Pipe(duplex=False) for _ in shares]
+    procs = [ctx.Process(target=_lag_worker, args=(port, n, tokens, barrier, w), daemon=True)
+             for n, (_, w) in zip(shares, pipes, strict=True)]
+    for p in procs:
+        p.start()
+    try:
+        parts = [r.recv() if r.poll(180) else None for r, _ in pipes]
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+    if any(part is None for part in parts):
+        raise RuntimeError("a client process sent nothing within 180 s")
+    return lag_figures((np.concatenate([p[0] for p in parts]),
+                        np.concatenate([p[1] for p in parts]),
+                        np.concatenate([p[2] for p in parts]), sum(p[3] for p in parts)))
+
+
+def spread_lag(a: argparse.Namespace) -> None:
+    """`--workers N`: the lag of `--lag-streams` streams from 1 process and from N."""
+    print(f"read-stamp lag, {a.lag_streams} streams of {a.paced_tokens} tokens, one every "
+          f"{a.period_ms:g} ms, p99 in ms while every stream is open, median of "
+          f"{a.lag_trials} runs ({os.cpu_count()} cores):")
+    for workers in sorted({1, a.workers}):
+        runs = []
+        for _ in range(a.lag_trials):
+            with Server(a.paced_tokens, period_ms=a.period_ms) as server:
+                time.sleep(0.5)
+                runs.append(lag_over_workers(server.port, a.lag_streams, a.paced_tokens,
+                                             workers) if workers > 1
+                            else run_loop(lag_p99(server.port, a.lag_streams,
+                                                  a.paced_tokens)))
+        p99 = float(np.median([r[0] for r in runs]))
+        whole = float(np.median([r[1] for r in runs]))
+        print(f"  {workers:3d} process{'es' if workers > 1 else '  '}: p99 {p99:7.3f} (runs "
+              + " ".join(f"{r[0]:.3f}" for r in runs)
+              + f"; whole run {whole:7.3f}), {sum(r[3] for r in runs)} failed", flush=True)
 
 
 async def lag_floor(port: int, streams: int, tokens: int) -> float:
@@ -434,11 +511,17 @@ def main() -> None:
     parser.add_argument("--start-streams", type=int, default=125)
     parser.add_argument("--max-streams", type=int, default=4000)
     parser.add_argument("--lag-trials", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="only the lag of --lag-streams streams over N client processes")
+    parser.add_argument("--lag-streams", type=int, default=1000)
     a = parser.parse_args()
     clock = time.get_clock_info("perf_counter").implementation
     if "CLOCK_MONOTONIC" not in clock:
         raise SystemExit(f"perf_counter is {clock}, not CLOCK_MONOTONIC: the server's stamps "
                          "cannot be compared with the client's")
+    if a.workers is not None:
+        spread_lag(a)
+        return
 
     with Server(a.tokens, a.burst) as server:
         time.sleep(0.5)

@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
-# The GPU checks, in one command, on a host with a CUDA GPU and a CUDA build of torch:
-#   1. the GPU, its driver, torch and CUDA;
-#   2. every CUDA test (pytest -m cuda; none may skip there);
-#   3. benchmarks/batching.py with --device cuda at fp32 (with the Server peak), fp16, bf16;
-#   4. a short Offline and Server run of the builtin mlp on the GPU with energy on, and the
-#      energy block of each result.
-# Everything it writes goes under $OUT_DIR (default runs/gpu-check).
+# The GPU checks, in one command, on a host with a CUDA GPU and a CUDA build of torch, from
+# a source tree that is not pip-installed (PYTHONPATH only). Under 4 minutes on one H100:
+# each section runs under `timeout` (seconds below), a failing section never stops the
+# others, and one JSON summary of every figure is written at the end.
+#
+#   gpu        15  the GPU, driver, torch, CUDA, bf16, what one NVML reading costs
+#   cuda-tests 70  every test marked `cuda` (pytest -m cuda; none may skip here), LLM
+#                  engine's CUDA-equals-CPU tests included; scale-out runs beside it
+#   scaleout   85  scripts/scaleout_checks.sh when it exists (in the background, from t0)
+#   batch-fp32 40  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
+#   batch-bf16 40    batch 32 and 256 (6 cases), raw eager and graph loops beside, and
+#                    the no-compute model at 256 (the harness alone)
+#   server     25  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
+#   llm        25  benchmarks/llm_serving.py --device cuda --json
+#   energy     20  an Offline run of builtin:mlp on the GPU with energy on
+#   variants   the rest of the 4 minutes (if 20 s or more): mlp and cnn at fp32 on each
+#              executor path (serial, pipelined-1/2, graphs-1/2); cut off when time is up
+#
+# Everything goes under $OUT_DIR (default runs/gpu-check): one log per section in logs/,
+# and summary.json (every figure, each section's exit status and seconds). When $OUT is
+# set, summary.json and sections.log (every section's log, one after another) are copied
+# there too.
 #
 #   bash scripts/gpu_checks.sh                  (or: make gpu-check)
 #   PYTHON=/path/to/python bash scripts/gpu_checks.sh
@@ -14,96 +29,251 @@
 #
 # The interpreter ($PYTHON, default python3) needs torch with CUDA and this project's
 # dependencies; any wheels in .whl/ are installed into a scratch folder first (no index).
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "$0")/.."
-WHEELS=(hdrhistogram==0.10.8 pbr==7.1.3 nvidia-ml-py==13.615.71)
+WHEELS=(hdrhistogram==0.10.8 pbr==7.1.3 nvidia-ml-py==13.615.71
+        pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.3)
 
 if [ "${1:-}" = "--fetch-wheels" ]; then
   mkdir -p .whl
   "${PYTHON:-python3}" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl "${WHEELS[@]}"
+    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl "${WHEELS[@]}" || exit 1
   ls .whl
   exit 0
 fi
 
 PY=${PYTHON:-python3}
 OUT_DIR=${OUT_DIR:-runs/gpu-check}
-mkdir -p "$OUT_DIR"
+LOGS="$OUT_DIR/logs"
+rm -rf "$LOGS" "$OUT_DIR/runs"
+mkdir -p "$LOGS" "$OUT_DIR/runs"
+STARTED=$(date +%s)
 if compgen -G ".whl/*.whl" >/dev/null; then
   SITE=$(mktemp -d)
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl \
-    || { echo "cannot install .whl/ into $PY (--fetch-wheels fetches them for Python 3.12)"; exit 1; }
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
+    .whl/*.whl || echo "cannot install .whl/ into $PY (--fetch-wheels fetches them for 3.12)"
   export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+: > "$OUT_DIR/sections.tsv"
 
-echo "== 1. the GPU"
-"$PY" - <<'EOF'
-import sys
+# run NAME SECONDS CMD...: the command under `timeout`, its output in logs/NAME.log and on
+# stdout, its exit status and wall seconds in sections.tsv (124: it ran out of time).
+run() {
+  local name=$1 limit=$2 began rc
+  shift 2
+  echo "== $name (at most ${limit}s)"
+  began=$(date +%s%N)
+  timeout -k 5 "$limit" bash -c '"$@"' _ "$@" > "$LOGS/$name.log" 2>&1
+  rc=$?
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$(( ($(date +%s%N) - began) / 1000000 ))" \
+    "$limit" >> "$OUT_DIR/sections.tsv"
+  tail -n 40 "$LOGS/$name.log"
+  echo "-- $name: exit $rc"
+}
+
+gpu_info() {
+  "$PY" - "$OUT_DIR/runs/gpu.json" <<'EOF'
+import json, sys, time
 import torch
-if not torch.cuda.is_available():
-    sys.exit(f"torch {torch.__version__} sees no CUDA device: run this on a GPU host "
-             "with a CUDA build of torch")
-import hdrh  # noqa: F401  (a missing dependency fails here, not mid-way)
-names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+info = {"torch": torch.__version__, "cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available()}
+if info["cuda_available"]:
+    info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    info["bf16_supported"] = torch.cuda.is_bf16_supported()
 try:
     import pynvml
     pynvml.nvmlInit()
-    driver = pynvml.nvmlSystemGetDriverVersion()
+    info["driver"] = str(pynvml.nvmlSystemGetDriverVersion())
 except Exception as exc:  # noqa: BLE001
-    driver = f"unknown ({exc!r})"
-print(f"GPU: {', '.join(names)}; driver {driver}; torch {torch.__version__}, "
-      f"CUDA {torch.version.cuda}; bf16 supported: {torch.cuda.is_bf16_supported()}")
-import time
-from loadgen.record.nvml import open_gpus
-gpus, missing, close = open_gpus()
-for gpu in gpus:  # what one reading of every figure costs the sampler thread
-    began = time.perf_counter_ns()
-    for _ in range(100):
-        row = gpu.read()
-    each_us = (time.perf_counter_ns() - began) / 100 / 1e3
-    print(f"{gpu.device.name} {gpu.device.model}: {gpu.device.method}, one reading "
-          f"{each_us:.0f} us: {row}")
-print("not read:", [(m.source, m.reason) for m in missing])
-close()
+    info["driver"] = f"unknown ({exc!r})"
+try:
+    import hdrh  # noqa: F401  (a missing dependency shows here, not mid-way)
+    from loadgen.record.nvml import open_gpus
+    gpus, missing, close = open_gpus()
+    for gpu in gpus:  # what one reading of every figure costs the sampler thread
+        began = time.perf_counter_ns()
+        for _ in range(100):
+            row = gpu.read()
+        info.setdefault("nvml_read_us", []).append(
+            round((time.perf_counter_ns() - began) / 100 / 1e3, 1))
+        print(f"{gpu.device.name} {gpu.device.model}: {gpu.device.method}: {row}")
+    info["nvml_not_read"] = [[m.source, m.reason] for m in missing]
+    close()
+except Exception as exc:  # noqa: BLE001
+    info["loadgen_import_error"] = repr(exc)
+print(json.dumps(info))
+json.dump(info, open(sys.argv[1], "w"))
+sys.exit(0 if info["cuda_available"] and "loadgen_import_error" not in info else 1)
 EOF
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,power.draw,power.limit --format=csv
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,power.draw,power.limit --format=csv
+}
 
-echo "== 2. the CUDA tests"
-set +e
-"$PY" -m pytest -p no:cacheprovider -m cuda -rs -q tests/sut tests/loadgen 2>&1 | tee "$OUT_DIR/cuda-tests.log"
-status=${PIPESTATUS[0]}
-set -e
-if [ "$status" -ne 0 ] || grep -q "skipped" "$OUT_DIR/cuda-tests.log"; then
-  echo "CUDA tests failed or skipped on a GPU host (exit $status)"; exit 1
+cuda_tests() {
+  local files
+  "$PY" -c "import pytest" || { echo "no pytest for $PY: --fetch-wheels brings it"; return 1; }
+  files=$(grep -rlE --include='test_*.py' 'mark\.cuda|pytest\.mark\.cuda' tests | sort)
+  # shellcheck disable=SC2086
+  "$PY" -m pytest -p no:cacheprovider -m cuda -rs -q --junitxml="$OUT_DIR/runs/cuda-tests.xml" $files
+}
+
+scaleout() {
+  if [ -f scripts/scaleout_checks.sh ]; then
+    bash scripts/scaleout_checks.sh
+  else
+    echo "scripts/scaleout_checks.sh: not in this tree; skipped"
+  fi
+}
+
+batching() {  # PRECISION
+  "$PY" benchmarks/batching.py --device cuda --precision "$1" --json --no-server --rounds 1 \
+    --seconds "${BATCH_SECONDS:-0.6}" --raw-modes eager,graph --harness
+}
+
+server() {
+  "$PY" -m loadgen run scenarios/server.toml --sut "builtin:mlp,device=cuda" \
+    --out "$OUT_DIR/runs/server" --set preset="'dev'" --set target_qps=5000 \
+    --set target_latency_ms=2 --set min_duration_s=8 --set warmup_s=1
+}
+
+energy() {
+  "$PY" -m loadgen run scenarios/offline.toml --sut "builtin:mlp,device=cuda,max_batch_size=256" \
+    --out "$OUT_DIR/runs/energy" --set preset="'dev'" --set min_duration_s=4 \
+    --set target_qps=500000 --set energy_sample_hz=20 --set energy_idle_s=1
+}
+
+variants() {  # what each executor path gives, in whatever time the budget leaves
+  "$PY" benchmarks/batching.py --device cuda --precision fp32 --json --no-server --rounds 1 \
+    --seconds 0.5 --models mlp,cnn --variants serial,pipelined-1,pipelined-2,graphs-1,graphs-2
+}
+
+llm() {
+  "$PY" benchmarks/llm_serving.py --device cuda --json --rounds 1
+}
+
+export PY OUT_DIR LOGS
+export -f gpu_info cuda_tests scaleout batching server energy llm variants
+
+# scale-out has no GPU figures: it runs beside the first sections, and is waited for
+# before anything is timed
+( run scaleout 85 scaleout > "$LOGS/scaleout.out" 2>&1 ) &
+SCALEOUT=$!
+run gpu 15 gpu_info
+run cuda-tests 70 cuda_tests
+wait "$SCALEOUT"
+cat "$LOGS/scaleout.out"
+run batch-fp32 40 batching fp32
+run batch-bf16 40 batching bf16
+run server 25 server
+run llm 25 llm
+run energy 20 energy
+LEFT=$(( 232 - ($(date +%s) - STARTED) ))
+if [ "$LEFT" -ge 20 ]; then
+  run variants "$LEFT" variants
 fi
 
-echo "== 3. batching on the GPU"
-"$PY" benchmarks/batching.py --device cuda --precision fp32 --rounds 1 --budget-s "${BUDGET_S:-60}" \
-  | tee "$OUT_DIR/batching-fp32.txt"
-for precision in fp16 bf16; do
-  "$PY" benchmarks/batching.py --device cuda --precision "$precision" --rounds 1 --no-server \
-    | tee "$OUT_DIR/batching-$precision.txt"
-done
+"$PY" - "$OUT_DIR" "$STARTED" <<'EOF'
+"""Every figure of the sections, in one JSON document: summary.json."""
+import json, re, sys, time
+from pathlib import Path
+from xml.etree import ElementTree
 
-echo "== 4. runs with energy on"
-SUT="builtin:mlp,device=cuda,max_batch_size=256"
-"$PY" -m loadgen run scenarios/offline.toml --sut "$SUT" --out "$OUT_DIR/offline" \
-  --set preset="'dev'" --set min_duration_s=10 --set target_qps=100000 \
-  --set energy_sample_hz=20 --set energy_idle_s=2 || true
-"$PY" -m loadgen run scenarios/server.toml --sut "$SUT,max_queue_delay_us=500" \
-  --out "$OUT_DIR/server" --set preset="'dev'" --set min_duration_s=10 --set target_qps=5000 \
-  --set target_latency_ms=20 --set energy_sample_hz=20 --set energy_idle_s=2 || true
-for run in offline server; do
-  "$PY" - "$OUT_DIR/$run/result.json" <<'EOF'
-import json, sys
-doc = json.load(open(sys.argv[1]))
-e = doc["energy"]
-print(f"{doc['scenario']}: valid={doc['valid']} qps={doc['qps_completed']:.1f} "
-      f"samples/s={doc['samples_per_s']:.1f}")
-print(json.dumps({k: v for k, v in e.items() if k != "devices"}, indent=1))
-for d in e["devices"]:
-    print(json.dumps(d))
+out = Path(sys.argv[1])
+logs = out / "logs"
+summary = {"elapsed_s": round(time.time() - int(sys.argv[2]), 1), "sections": {}}
+for line in (out / "sections.tsv").read_text().splitlines():
+    name, rc, seconds, limit = line.split("\t")
+    summary["sections"][name] = {"exit": int(rc), "seconds": round(int(seconds) / 1e3, 1),
+                                 "limit_s": int(limit), "timed_out": rc in ("124", "137")}
+
+
+def json_lines(name):
+    """Every JSON object in a section's log that starts a line (one a line, or indented)."""
+    path = logs / f"{name}.log"
+    text = path.read_text(errors="replace") if path.exists() else ""
+    decoder, found, at = json.JSONDecoder(), [], 0
+    for match in re.finditer(r"^\{", text, re.MULTILINE):
+        if match.start() < at:
+            continue
+        try:
+            doc, at = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        found.append(doc)
+    return found
+
+
+def result(run):
+    path = out / "runs" / run / "result.json"
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    lat = doc.get("latency_ns") or {}
+    return {"valid": doc.get("valid"), "reasons": doc.get("reasons"),
+            "qps_scheduled": doc.get("qps_scheduled"), "qps_completed": doc.get("qps_completed"),
+            "samples_per_s": doc.get("samples_per_s"),
+            "p50_ms": lat.get("p50", 0) / 1e6, "p99_ms": lat.get("p99", 0) / 1e6,
+            "executor": (doc.get("sut") or {}).get("executor"),
+            "executor_note": (doc.get("sut") or {}).get("executor_note"),
+            "energy": {k: v for k, v in (doc.get("energy") or {}).items() if k != "devices"}}
+
+
+def gpu():
+    path = out / "runs" / "gpu.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def cuda_tests():
+    xml = out / "runs" / "cuda-tests.xml"
+    if not xml.exists():
+        return None
+    suite = ElementTree.parse(xml).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+    counts["failed"] = [f"{c.get('classname')}::{c.get('name')}" for c in suite.iter("testcase")
+                        if c.find("failure") is not None or c.find("error") is not None]
+    return counts
+
+
+def batching(precision):
+    cases = json_lines(f"batch-{precision}")
+    ratios = [c["ratio"] for c in cases if "ratio" in c]
+    return {"cases": cases, "min_ratio": min(ratios, default=None),
+            "all_at_least_0.9": bool(ratios) and min(ratios) >= 0.9 and len(ratios) == 6}
+
+
+def server():
+    found = result("server")
+    if found is not None:
+        found["target"] = "VALID with p99 <= 2 ms at 5,000 QPS"
+        found["met"] = bool(found["valid"]) and found["p99_ms"] <= 2.0
+    return found
+
+
+def scaleout():
+    path = logs / "scaleout.log"
+    return json_lines("scaleout") or (path.read_text(errors="replace")[-2000:]
+                                       if path.exists() else None)
+
+
+for key, read in (("gpu", gpu), ("cuda_tests", cuda_tests),
+                  ("batching_fp32", lambda: batching("fp32")),
+                  ("batching_bf16", lambda: batching("bf16")), ("server", server),
+                  ("llm_serving", lambda: json_lines("llm")),
+                  ("variants", lambda: json_lines("variants")),
+                  ("energy", lambda: result("energy")), ("scaleout", scaleout)):
+    try:
+        summary[key] = read()
+    except Exception as exc:  # noqa: BLE001 - one unreadable section never hides the others
+        summary[key] = {"unreadable": repr(exc)}
+(out / "summary.json").write_text(json.dumps(summary, indent=1))
+print(json.dumps(summary, indent=1))
 EOF
-done
+
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT"
+  cp "$OUT_DIR/summary.json" "$OUT/"
+  for f in "$LOGS"/*.log; do echo "===== $(basename "$f")"; cat "$f"; done > "$OUT/sections.log"
+fi
+echo "== done in $(( $(date +%s) - STARTED ))s; summary: $OUT_DIR/summary.json"

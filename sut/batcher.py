@@ -88,8 +88,8 @@ class Request:
     """One queued request; `callback` gets an exception when the batcher fails it."""
 
     __slots__ = (
-        "callback", "deadline_ns", "enqueue_ns", "inputs", "pick_ns", "priority", "rows",
-        "seq", "state",
+        "callback", "deadline_ns", "enqueue_ns", "inputs", "lent", "pick_ns", "priority",
+        "rows", "seq", "state",
     )
 
     def __init__(
@@ -101,8 +101,10 @@ class Request:
         enqueue_ns: int,
         deadline_ns: int | None,
         seq: int,
+        lent: Any = None,
     ) -> None:
         self.inputs = inputs
+        self.lent = lent  # the pinned block `inputs` views, when the service lent one
         self.rows = rows
         self.callback = callback
         self.priority = priority
@@ -137,8 +139,10 @@ class Batcher:
         self._queues: dict[int, deque[Request]] = {}
         self._levels: list[int] = []
         self._queued = 0
+        self._queued_rows = 0
         self._forming: list[Request] = []
         self._forming_rows = 0
+        self._forming_since = 0  # when a worker picked the forming batch's first request
         self._deadlines: list[tuple[int, int, Request]] = []
         self._seq = itertools.count()
         self._closed = False
@@ -175,8 +179,15 @@ class Batcher:
         callback: Callable[[Any], None],
         priority: int = 0,
         timeout_ns: int | None = None,
+        lent: Any = None,
     ) -> None:
-        """Queue a request; raises `Overloaded` when the queue is full."""
+        """Queue a request; raises `Overloaded` when the queue is full.
+
+        A waiting worker is woken only when this request can make a batch due now: the
+        first one waiting (the worker sets its timer from it), or enough rows for a full
+        or preferred batch, or no queue delay at all; otherwise the worker's timer fires
+        when the oldest request's delay has passed.
+        """
         now = time.perf_counter_ns()
         deadline = None if timeout_ns is None else now + timeout_ns
         with self._due:
@@ -188,18 +199,26 @@ class Batcher:
                 raise Overloaded(
                     f"queue full: {limit} requests waiting (max_queue_size={limit}); rejected"
                 )
-            req = Request(inputs, rows, callback, priority, now, deadline, next(self._seq))
+            req = Request(inputs, rows, callback, priority, now, deadline, next(self._seq), lent)
+            cfg = self._config
+            waiting_rows = self._queued_rows + self._forming_rows
+            wake = (not waiting_rows or cfg.max_queue_delay_us == 0
+                    or waiting_rows + rows >= cfg.max_batch_size
+                    or bool(cfg.preferred_batch_sizes)
+                    and waiting_rows + rows >= cfg.preferred_batch_sizes[0])
             queue = self._queues.get(priority)
             if queue is None:
                 queue = self._queues[priority] = deque()
                 bisect.insort(self._levels, priority)
             queue.append(req)
             self._queued += 1
+            self._queued_rows += rows
             if deadline is not None:
                 heapq.heappush(self._deadlines, (deadline, req.seq, req))
                 if self._deadlines[0][2] is req:
                     self._timer.notify()
-            self._due.notify()
+            if wake:
+                self._due.notify()
 
     def next_batch(self) -> Batch | None:
         """Block until a batch is due for the calling (free) worker; None once closed and empty."""
@@ -227,6 +246,7 @@ class Batcher:
                 self._queues.clear()
                 self._levels.clear()
                 self._forming, self._forming_rows, self._queued = [], 0, 0
+                self._queued_rows = 0
             self._due.notify_all()
             self._timer.notify()
         for r in victims:
@@ -255,6 +275,7 @@ class Batcher:
             req = heapq.heappop(heap)[2]
             if req.state == _QUEUED:
                 self._queued -= 1
+                self._queued_rows -= req.rows
             elif req.state == _PICKED:
                 self._forming.remove(req)
                 self._forming_rows -= req.rows
@@ -312,17 +333,24 @@ class Batcher:
         return None, due
 
     def _pick(self, take: int, now: int) -> None:
-        """Move the first `take` live requests, in order, into the forming batch."""
+        """Move the first `take` live requests, in order, into the forming batch.
+
+        A batch starts forming when a worker picks its first request (`now`); a request
+        that arrives while it forms joins it on arrival (its worker is not woken for it:
+        `submit`), so its pick is stamped at its enqueue, as if the worker had woken."""
         for level in list(self._levels):
             queue = self._queues[level]
             while queue and (take > 0 or queue[0].state != _QUEUED):
                 req = queue.popleft()
                 if req.state != _QUEUED:
                     continue
-                req.state, req.pick_ns = _PICKED, now
+                if not self._forming:
+                    self._forming_since = now
+                req.state, req.pick_ns = _PICKED, max(req.enqueue_ns, self._forming_since)
                 self._forming.append(req)
                 self._forming_rows += req.rows
                 self._queued -= 1
+                self._queued_rows -= req.rows
                 take -= 1
             if not queue:
                 del self._queues[level]

@@ -24,6 +24,8 @@ class ServiceOptions:
     batcher: BatcherConfig = field(default_factory=BatcherConfig)
     device: str = "auto"
     instances: int | None = None
+    pipelined: bool | None = None
+    cuda_graphs: bool | None = None
     workers: int | None = None
     threads: int | None = None
     precision: str = "fp32"
@@ -50,6 +52,15 @@ def _sizes(key: str, raw: str) -> tuple[int, ...]:
     return tuple(parse(key, part) for part in raw.split(";") if part.strip())
 
 
+def _flag(key: str, raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in ("true", "1", "yes", "on"):
+        return True
+    if word in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(key, f"want true or false, got {raw!r}")
+
+
 def _word(key: str, raw: str) -> str:
     if not raw:
         raise ConfigError(key, "must not be empty")
@@ -63,6 +74,8 @@ _PARSERS: dict[str, Callable[[str, str], object]] = {
     "max_queue_size": _int(0),
     "device": _word,
     "instances": _int(1),
+    "pipelined": _flag,
+    "cuda_graphs": _flag,
     "workers": _int(1),
     "threads": _int(1),
     "precision": _word,
@@ -77,6 +90,9 @@ OPTION_HELP: dict[str, str] = {
     "max_queue_size": "requests waiting before new ones are rejected; 0 = unbounded (default 1024)",
     "device": "cpu, cuda, cuda:N or auto (default)",
     "instances": "workers per device (CPU default min(2, cores), CUDA default 1)",
+    "pipelined": "true: a ring of slots per instance, copies and compute overlapped (CUDA"
+                 " default); false: one batch at a time per instance (CPU default)",
+    "cuda_graphs": "true (CUDA default): replay CUDA graphs per batch-size bucket; false: eager",
     "workers": "workers in all, round-robin over devices (instead of instances)",
     "threads": "intra-op threads per worker (default cores // workers)",
     "precision": "fp32 (default), fp16 or bf16; falls back to fp32 where unsupported",

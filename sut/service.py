@@ -2,8 +2,10 @@
 
 `InferenceService` owns one model: it loads it (timed), places a copy per
 device at the precision the device supports, measures the first inference,
-and warms up through the real path: a `WorkerPool` whose threads each take
-their next batch from a `Batcher`.
+and warms up through the real path: its `Instances` (serial workers, or pipelines
+with CUDA graphs on CUDA) each take their next batch from a `Batcher`. On CUDA it
+lends pinned input blocks (`lend`): a caller that gathers a request's rows into one
+and submits it with `lent=` has its inputs sent to the GPU without another host copy.
 Per request it reports durations in ns, disjoint and in order, under the component
 names of `oipwire.timing` (the vocabulary the servers send and loadgen records):
 
@@ -34,9 +36,11 @@ from oipwire.datatypes import TensorSpec, numpy_dtype
 from oipwire.timing import BATCH_FORMATION, COMPUTE, POSTPROCESS, QUEUE, SERVER_TOTAL
 from sut.batcher import Batch, Batcher, BatcherConfig, answer
 from sut.errors import InvalidInput, ModelLoadError, SutError
+from sut.instances import Instances, choose
 from sut.models import LoadedModel, check_model, load_model
 from sut.options import ServiceOptions, parse_options
-from sut.workers import Executor, WorkerPool, cpu_cores, place, plan_workers, resolve_precision
+from sut.staging import Lent
+from sut.workers import Executor, cpu_cores, place, plan_workers, resolve_precision
 
 __all__ = ["InferResult", "InferenceService", "ModelMetadata", "build_service"]
 
@@ -79,7 +83,7 @@ class InferenceService:
         self._batcher_config = o.batcher
         self._loaded: LoadedModel | None = None
         self._batcher: Batcher | None = None
-        self._pool: WorkerPool | None = None
+        self._instances: Instances | None = None
         self._ready = False
         self._precision = ""
         self._fallback = ""
@@ -140,6 +144,13 @@ class InferenceService:
         self.submit(inputs, callback, priority=priority, timeout_ns=timeout_ns)
         return await future
 
+    def lend(self, rows: int) -> Lent | None:
+        """A pinned input block of `rows` rows to fill and submit with `lent=` (CUDA
+        pipelines only); None when there is none to lend (then submit plain arrays)."""
+        instances = self._instances
+        pool = instances.pool if instances is not None else None
+        return pool.lend(rows) if pool is not None else None
+
     def submit(
         self,
         inputs: dict[str, np.ndarray],
@@ -147,19 +158,44 @@ class InferenceService:
         *,
         priority: int = 0,
         timeout_ns: int | None = None,
+        lent: Lent | None = None,
     ) -> None:
         """Queue a request; `callback` later gets its InferResult or exception, in a sut thread.
 
+        `lent`: the block from `lend` that `inputs` are (its `arrays`); it goes back to
+        the service once the request is answered, or here when the request is refused.
         Raises at once (never via the callback) InvalidInput, Overloaded, or SutError
         when the service is not running.
         """
         batcher = self._batcher
-        if not self._ready or batcher is None:
-            raise SutError("the service is not running")
-        rows = self._validate(inputs)
-        if timeout_ns is not None and timeout_ns <= 0:
-            raise InvalidInput(f"timeout_ns must be > 0, got {timeout_ns}")
-        batcher.submit(inputs, rows, callback, priority, timeout_ns)
+        try:
+            if not self._ready or batcher is None:
+                raise SutError("the service is not running")
+            rows = self._validate(inputs)
+            if timeout_ns is not None and timeout_ns <= 0:
+                raise InvalidInput(f"timeout_ns must be > 0, got {timeout_ns}")
+            if lent is not None:
+                callback = self._returning(lent, callback)
+            batcher.submit(inputs, rows, callback, priority, timeout_ns, lent)
+        except SutError:
+            if lent is not None:
+                self._give_back(lent)
+            raise
+
+    def _returning(self, lent: Lent, callback: Callback) -> Callback:
+        """`lent` back to the pool (the device has read it by then), then `callback`: a
+        caller who got its answer may borrow the same block again."""
+
+        def answered(result: Any) -> None:
+            self._give_back(lent)
+            callback(result)
+
+        return answered
+
+    def _give_back(self, lent: Lent) -> None:
+        instances = self._instances
+        if instances is not None and instances.pool is not None:
+            instances.pool.give_back(lent)
 
     @property
     def batcher_config(self) -> BatcherConfig:
@@ -207,6 +243,7 @@ class InferenceService:
             "workers": len(self._plan.devices),
             "instances": len(self._plan.devices) // len(set(self._plan.devices)),
             "threads_per_worker": self._plan.threads_per_worker,
+            **(self._instances.describe() if self._instances else {}),
             "batcher": dataclasses.asdict(self._batcher_config),
             "cold_start": dict(self._cold),
             "seed": o.seed,
@@ -263,8 +300,8 @@ class InferenceService:
     def _shutdown(self, drain: bool) -> None:
         if self._batcher is not None:
             self._batcher.close(drain)
-        if self._pool is not None:
-            self._pool.join()
+        if self._instances is not None:
+            self._instances.join()
 
     def _start(self) -> None:
         o = self._options
@@ -282,17 +319,22 @@ class InferenceService:
         self._cold["first_inference_ns"] = placed.first_inference_ns
         precision, copies, self._fallback = placed.precision, placed.copies, placed.note
         self._precision, self._loaded = precision, loaded
-        executors = [Executor(copies[d], torch.device(d), precision, loaded.inputs, loaded.outputs)
-                     for d in self._plan.devices]
+        max_rows = self._config_max_batch()
+        rows = loaded.dataset.sample_inputs(np.arange(max_rows) % loaded.dataset.size)
+        devices = self._plan.devices
+        choice = choose(devices[0].startswith("cuda"), o.pipelined, o.cuda_graphs)
+        building = time.perf_counter_ns()
+        instances = Instances(copies, devices, precision, loaded.inputs, loaded.outputs, choice,
+                              self._plan.threads_per_worker, max_rows,
+                              [rows[s.name] for s in loaded.inputs])
+        self._cold["instances_ns"] = time.perf_counter_ns() - building  # graphs captured
         batcher = Batcher(self._batcher_config)
-        pool = WorkerPool(executors, self._plan.threads_per_worker, batcher.next_batch,
-                          self._run_batch)
-        self._batcher, self._pool = batcher, pool
+        self._batcher, self._instances = batcher, instances
         batcher.start()
-        pool.start()
+        instances.start(batcher.next_batch, self._run_batch, self._deliver, self._fail)
         warm = time.perf_counter_ns()
         try:
-            self._warm_up(batcher, len(executors))
+            self._warm_up(batcher, instances.in_flight)
         except Exception:
             self._shutdown(False)
             raise
@@ -325,18 +367,27 @@ class InferenceService:
             self._batch_sizes.clear()
 
     def _run_batch(self, executor: Executor, batch: Batch) -> None:
-        """In a worker thread: run the batch, slice each request's rows, call back."""
+        """In a serial worker thread: run the batch, then deliver it."""
         requests = batch.requests
         try:
             parts = {name: [r.inputs[name] for r in requests] for name in requests[0].inputs}
             outputs, phase = executor.run(parts, batch.rows)
         except Exception as exc:  # noqa: BLE001 - any model error fails this batch only
-            error = SutError(f"inference failed on a batch of {batch.rows} rows: {exc!r}")
-            with self._lock:
-                self._failed += len(requests)
-            for r in requests:
-                answer(r, error)
+            self._fail(batch, exc)
             return
+        self._deliver(batch, outputs, phase)
+
+    def _fail(self, batch: Batch, exc: BaseException) -> None:
+        """Fail every request of a batch whose inference failed."""
+        error = SutError(f"inference failed on a batch of {batch.rows} rows: {exc!r}")
+        with self._lock:
+            self._failed += len(batch.requests)
+        for r in batch.requests:
+            answer(r, error)
+
+    def _deliver(self, batch: Batch, outputs: list[np.ndarray], phase: dict[str, int]) -> None:
+        """Slice each request's rows of the batch's outputs and call it back."""
+        requests = batch.requests
         names = [s.name for s in self._model().outputs]
         landed = time.perf_counter_ns()
         with self._lock:  # before the callbacks, so a caller who got a result sees it counted

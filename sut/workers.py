@@ -1,14 +1,17 @@
 """Workers: device choice, precision, and threads that run batches.
 
-One worker per visible CUDA device times `instances` (workers on one device
-share one copy of the weights); on the CPU, `instances` workers (default
+`instances` workers per visible CUDA device (default 1: on an H100, a second
+instance's Python contends for the GIL and lowered throughput in 3 of 4 cases,
+`benchmarks/batching.py --variants graphs-1,graphs-2`; workers on one device share
+one copy of the weights); on the CPU, `instances` workers (default
 min(2, cores)), each with its own intra-op thread count so that workers x
 threads <= cores. Worker threads run under `torch.inference_mode()`.
 
-GPU path: inputs are staged in pinned host buffers, copied with
-`non_blocking=True` on the worker's own `torch.cuda.Stream`, and H2D / compute
-/ D2H are timed with CUDA events, read after the stream is synchronised.
-CPU path: inputs are joined into fresh memory (h2d), the forward pass and the
+`Executor` is the serial path (`pipelined=false`; the CPU's default): one thread
+per worker stages, launches and waits for each batch in turn. On CUDA it stages
+in pinned host buffers, copies with `non_blocking=True` on the worker's own
+`torch.cuda.Stream`, and times H2D / compute / D2H with CUDA events, read after
+the stream is synchronised. The pipelined path is `sut.pipeline`. CPU path: inputs are joined into fresh memory (h2d), the forward pass and the
 outputs' conversion to numpy (d2h) timed with `time.perf_counter_ns()`.
 """
 
@@ -29,7 +32,7 @@ import torch
 from oipwire.datatypes import TensorSpec
 from oipwire.timing import COMPUTE, D2H, H2D
 from sut.errors import ConfigError, ModelLoadError
-from sut.models import as_outputs
+from sut.forward import PRECISIONS, Forward
 from sut.tensors import torch_dtype
 
 __all__ = [
@@ -45,9 +48,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-PRECISIONS: dict[str, torch.dtype] = {
-    "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-}
 
 
 def cpu_cores() -> int:
@@ -197,11 +197,8 @@ class Executor:
     ) -> None:
         self.device = device
         self.precision = precision
-        self._model = model
-        self._dtype = PRECISIONS[precision]
+        self._forward = Forward(model, precision, outputs)
         self._inputs = inputs
-        self._out_names = tuple(s.name for s in outputs)
-        self._out_dtypes = tuple(torch_dtype(s.datatype) for s in outputs)
         self._cuda = device.type == "cuda"
         self._staging: dict[str, torch.Tensor] = {}
         self._landing: list[torch.Tensor] = []
@@ -277,13 +274,6 @@ class Executor:
             buf = torch.empty(tuple(result.shape), dtype=result.dtype, pin_memory=True)
             self._landing[index] = buf
         return buf[:rows]
-
-    def _forward(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        cast = [t.to(self._dtype) if t.dtype != self._dtype and t.is_floating_point() else t
-                for t in tensors]
-        results = as_outputs(self._model(*cast), self._out_names)
-        return [r if r.dtype == dt else r.to(dt)
-                for r, dt in zip(results, self._out_dtypes, strict=True)]
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:

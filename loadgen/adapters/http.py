@@ -28,7 +28,8 @@ latency still counts from the scheduled time). Each completion is stamped in
 `oipwire.timing`, under its component name; read from the JSON
 header by a scan, not decoded: json.loads costs ~5 µs, most of the per-request budget) and
 `network` = service latency - `server_total`. Failures: `http_<status>`, `timeout`,
-`connection_reset`, `connect_error`, `protocol_error`; each with a detail (the status line
+`connection_reset`, `connect_error`, `protocol_error` (also a 200 whose body is not a JSON
+object: a web page where a server was expected); each with a detail (the status line
 and the error message of the body, `{"error": ...}` or FastAPI's `{"detail": ...}`, else
 its first bytes; the protocol error's reason; the exception text).
 
@@ -250,6 +251,10 @@ class HttpSut:
         assert sink is not None
         if status != 200:
             report_failed(sink, tag, done_ns, f"http_{status}", error_detail(status, buf[start:]))
+            return
+        if buf[start:start + 1] != b"{" and bytes(buf[start:start + EXCERPT]).lstrip()[:1] != b"{":
+            report_failed(sink, tag, done_ns, "protocol_error", "a 200 answer that is not an "
+                          f"inference response (JSON): {bytes(buf[start:start + EXCERPT])!r}")
             return
         if type(tag) is not int and not tag[0].last_part():
             report_done(sink, tag, done_ns, None)  # a query keeps its last part's timings

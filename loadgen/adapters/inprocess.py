@@ -4,13 +4,16 @@
 
 A query of k samples is one request of k rows. A query larger than the
 service's `max_batch_size` (Offline) is cut into chunks of at most that many
-rows, with a few chunks in flight at a time; it completes when the last chunk
-does, with per-sample finish times. Library index i is dataset sample
-i mod `sample_count`, and every sample's tensors are read once at start, so
-issuing costs a dict lookup (one sample) or one fancy index (several).
+rows, with enough chunks in flight to fill every instance's ring; it completes
+when the last chunk does, with per-sample finish times. Library index i is
+dataset sample i mod `sample_count`, and every sample's tensors are read once at
+start, so issuing costs a dict lookup (one sample) or one vectorised gather
+(several), straight into a pinned block the service lends where it has one (CUDA):
+the only host copy a sample makes on its way to the GPU.
 
-Completions are stamped in the sut worker thread and handed to the loop with
-`call_soon_threadsafe`; components are the service's timings plus `batch_size` (the
+Completions are stamped in the sut worker thread and queued for the loop; the
+loop is woken once for all that are queued (one callback per batch, not one per
+request); components are the service's timings plus `batch_size` (the
 names of `oipwire.timing`, the same a remote run records), and `output` is the
 predicted class per sample (labelled datasets) or the first output tensor.
 Failures are reported with kind `overloaded`, `timeout` or `error`.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -32,6 +36,7 @@ from loadgen.errors import SutError, SutSpecError
 from oipwire.timing import BATCH_SIZE
 from sut import errors as sut_errors
 from sut.service import InferenceService, InferResult, build_service
+from sut.staging import Lent
 
 __all__ = ["InProcessSut"]
 
@@ -84,6 +89,9 @@ class InProcessSut:
         self._window = 2
         self._block: dict[str, np.ndarray] = {}
         self._rows: list[dict[str, np.ndarray]] = []
+        self._queued: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
+        self._queued_lock = threading.Lock()
+        self._wake_pending = False
 
     @classmethod
     def from_spec(cls, spec: str) -> InProcessSut:
@@ -116,7 +124,8 @@ class InProcessSut:
             except sut_errors.SutError as exc:
                 raise SutError(f"{self.name}: {exc}") from exc
         self._size = self._service.dataset_size
-        self._window = 2 * int(self._service.describe()["workers"])
+        info = self._service.describe()
+        self._window = int(info.get("in_flight", info["workers"])) + int(info["workers"])
         every = np.arange(self._size, dtype=np.int64)
         self._labelled = self._service.labels(every[:1]) is not None
         self._block = self._service.sample_inputs(every)
@@ -129,12 +138,12 @@ class InProcessSut:
             if count > self._service.metadata.max_batch_size:
                 self._issue_chunked(query_id, sample_indices)
                 return
+            lent = None
             if count == 1:
                 inputs = self._rows[int(sample_indices[0]) % self._size]
             else:
-                picked = np.remainder(sample_indices, self._size)
-                inputs = {k: v[picked] for k, v in self._block.items()}
-            self._service.submit(inputs, partial(self._finished, query_id))
+                inputs, lent = self._gather(np.remainder(sample_indices, self._size))
+            self._service.submit(inputs, partial(self._finished, query_id), lent=lent)
         except sut_errors.SutError as exc:
             assert self._loop is not None and self._sink is not None
             self._loop.call_soon(self._sink.failed, query_id, time.perf_counter_ns(), _kind(exc),
@@ -161,14 +170,42 @@ class InProcessSut:
                 correct += int(np.count_nonzero(np.asarray(predicted).reshape(-1) == truth))
         return (correct / total if total else 0.0), total
 
+    def _gather(self, picked: np.ndarray) -> tuple[dict[str, np.ndarray], Lent | None]:
+        """The samples' rows, gathered into a block the service lends (else a new array)."""
+        lent = self._service.lend(len(picked))
+        if lent is None:
+            return {k: v[picked] for k, v in self._block.items()}, None
+        for name, data in self._block.items():
+            np.take(data, picked, axis=0, out=lent.arrays[name], mode="clip")
+        return lent.arrays, lent
+
     # -- completions (sut threads) ----------------------------------------------------------
 
     def _post(self, method: Callable[..., None], *args: Any) -> None:
+        """Queue `method(*args)` for the loop; wake it only if no wake-up is pending."""
         assert self._loop is not None
+        with self._queued_lock:
+            self._queued.append((method, args))
+            if self._wake_pending:
+                return
+            self._wake_pending = True
         try:
-            self._loop.call_soon_threadsafe(method, *args)
+            self._loop.call_soon_threadsafe(self._run_queued)
         except RuntimeError:  # the loop has closed: the run is over
             pass
+
+    def _run_queued(self) -> None:
+        """On the loop: run every queued completion; one that raises never drops the rest."""
+        assert self._loop is not None
+        with self._queued_lock:
+            self._wake_pending = False
+            ready, self._queued = self._queued, deque()
+        for method, args in ready:
+            try:
+                method(*args)
+            except Exception as exc:  # noqa: BLE001 - reported as the loop reports callbacks
+                self._loop.call_exception_handler(
+                    {"message": f"{self.name}: a completion failed", "exception": exc})
 
     def _output(self, result: InferResult) -> Any:
         first = next(iter(result.outputs.values()))
@@ -213,9 +250,10 @@ class InProcessSut:
                     finished = state.outstanding == 0 and not state.reported
                     state.reported = state.reported or finished
                     break
-            inputs = {k: v[state.chunks[index]] for k, v in self._block.items()}
+            inputs, lent = self._gather(state.chunks[index])
             try:
-                self._service.submit(inputs, partial(self._chunk_done, query_id, state, index))
+                self._service.submit(inputs, partial(self._chunk_done, query_id, state, index),
+                                     lent=lent)
             except sut_errors.SutError as exc:
                 with state.lock:
                     state.outstanding -= 1

@@ -51,8 +51,8 @@ def is_llm_spec(spec: str) -> bool:
 class _Query:
     """The samples of one query still running, and the chunks they streamed."""
 
-    __slots__ = ("answer", "chunks", "components", "error", "finish_reason", "input_tokens",
-                 "left", "message", "output_tokens", "turn")
+    __slots__ = ("answer", "cached_tokens", "chunks", "components", "error", "finish_reason",
+                 "input_tokens", "left", "message", "output_tokens", "turn")
 
     def __init__(self, samples: int, turn: Turn | None = None,
                  message: Prompt | None = None) -> None:
@@ -60,7 +60,7 @@ class _Query:
         self.turn, self.message = turn, message  # a session's turn and its own prompt
         self.answer: list[str] | None = [] if turn is not None and not turn.last else None
         self.chunks: list[tuple[int, int]] = []
-        self.input_tokens = self.output_tokens = 0
+        self.input_tokens = self.output_tokens = self.cached_tokens = 0
         self.finish_reason: str | None = None
         self.error: tuple[str, str] | None = None
         self.components: dict[str, int] = {}
@@ -143,6 +143,7 @@ class LlmSut:
                 return
             query.input_tokens += delta.prompt_tokens
             query.output_tokens += delta.output_tokens
+            query.cached_tokens += delta.cached_tokens
             query.finish_reason = delta.finish_reason
             if delta.timings is not None:
                 t = delta.timings
@@ -164,6 +165,7 @@ class LlmSut:
         now = time.perf_counter_ns()
         stream = TokenStream(input_tokens=query.input_tokens,
                              server_output_tokens=query.output_tokens,
+                             cached_tokens=query.cached_tokens,
                              finish_reason=query.finish_reason,
                              turn=0 if query.turn is None else query.turn.index)
         for stamp, tokens in sorted(query.chunks):

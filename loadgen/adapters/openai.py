@@ -16,7 +16,8 @@ prompt, and, for a fixed output length (with `ignore_eos=1`, the default), `igno
 text: `delta.content`, `delta.reasoning_content` or `delta.reasoning` (chat; reasoning
 counts toward TTFT, not TTFO), `text` (completions). A role-only first chunk, an empty
 content, a usage chunk (choices `[]`, `null` or missing) and `[DONE]` carry none. `usage`
-gives the server's counts; with continuous usage a chunk's tokens are the growth of
+gives the server's counts (with `prompt_tokens_details.cached_tokens` and
+`completion_tokens_details.reasoning_tokens` where sent); with continuous usage a chunk's tokens are the growth of
 `completion_tokens` since the last chunk with text.
 """
 
@@ -157,6 +158,21 @@ class OpenAISut(StreamingSut):
             prompt_tokens = usage.get("prompt_tokens")
             if isinstance(prompt_tokens, int):
                 stream.input_tokens = prompt_tokens
+            cached = _detail(usage, "prompt_tokens_details", "cached_tokens")
+            if cached is not None:
+                stream.cached_tokens = cached
+            thought = _detail(usage, "completion_tokens_details", "reasoning_tokens")
+            if thought is not None:
+                stream.reasoning_tokens = thought
+
+
+def _detail(usage: dict[str, Any], block: str, key: str) -> int | None:
+    """`usage[block][key]` when it is a count (vLLM, SGLang and OpenAI send null or omit it
+    when they do not know)."""
+    details = usage.get(block)
+    value = details.get(key) if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else None
 
 
 def _texts(choices: Any, chat: bool) -> tuple[str, str, str | None]:

@@ -19,8 +19,19 @@ the rest of the body is read and dropped so the connection is kept), a close-del
 without the protocol's end marker or a connection lost mid-stream (`stream_cut`), a status
 other than 200 (`http_<status>` with the status line and the body's message as detail).
 
+Fail closed (`protocol_error`, the connection dropped where the body is still coming): a 200
+whose Content-Type is not `text/event-stream` (its type and first bytes named), a 200 event
+stream that ended without a single event, a chunk whose text is not valid Unicode (one rule
+on every path: `ChunkCounter` and the JSON decode both refuse it). A stream past one of its
+caps (`caps`: bytes, events, seconds from the send; options or scaled by `max_tokens`) ends
+as `stream_cap`, the cap named, what it delivered kept. `sent` stamps the request as it goes
+on the wire (after any wait for a connection): the stream's `sent_ns`.
+
 `StreamingSut` is the `SystemUnderTest` frame both `openai://` and `generate://` fill in: the
 options they share (`KEYS`), the pool, the prompts, and the request cache.
+
+Longer than 400 lines: the `Exchange` is the one state machine every read walks (the hot
+path), and splitting it would add an attribute hop per event.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import dataclasses
 import json
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -44,17 +56,28 @@ from loadgen.adapters.tokens import Prompt, PromptSource, StreamSink, TokenStrea
 from loadgen.adapters.wire.endpoint import Endpoint, tls_context
 from loadgen.adapters.wire.fasthttp import request_bytes
 from loadgen.adapters.wire.sse import SseParser
-from loadgen.adapters.wire.streamhttp import StreamPool
+from loadgen.adapters.wire.streamhttp import StreamConnection, StreamPool
 from loadgen.errors import SutError, SutSpecError
 
 __all__ = ["KEYS", "Exchange", "Group", "StreamError", "StreamingSut", "decode", "error_message", "learn"]
 
 KEYS = ("max_in_flight", "timeout_ms", "tls", "ca", "insecure", "api_key_env", "extra",
-        "tokenizer", "ignore_eos", "preflight")
+        "tokenizer", "ignore_eos", "max_stream_bytes", "max_stream_events", "max_stream_s",
+        "preflight")
 """Option keys every streaming adapter takes."""
 DEFAULT_IN_FLIGHT = 256
 ERROR_BODY = 4096
 """Bytes of a non-200 body kept for the failure's detail."""
+EXCERPT = 160
+"""Bytes of an answer that is not an event stream quoted in the failure's detail."""
+CAP_BYTES = (1 << 20, 8192)
+CAP_EVENTS = (1024, 4)
+CAP_SECONDS = (600, 1)
+"""A stream's default caps, each (base, per token of the request's `max_tokens`): 1 MiB +
+8 KiB a token, 1,024 events + 4 a token, 600 s + 1 s a token (a loaded server may queue a
+request long before it streams); `max_stream_bytes`, `max_stream_events`, `max_stream_s`
+set them outright."""
+EVENT_STREAM = b"text/event-stream"
 REQUEST_CACHE = 4096
 """Serialised requests remembered, by sample index."""
 LEARN_CHUNKS = 4
@@ -91,9 +114,11 @@ def learn(exchange: Exchange, payload: bytes, text: str, answer: bool) -> None:
 class Exchange:
     """One streamed request and its stream as it arrives."""
 
-    __slots__ = ("answer", "close", "done_marker", "error_body", "failed", "frame", "group",
-                 "head", "message", "pattern", "prefix", "prompt", "query_id", "sse", "status",
-                 "stream", "suffix", "sut", "template_answer", "turn", "usage_out")
+    __slots__ = ("answer", "byte_cap", "close", "connection", "deadline_ns", "done_marker",
+                 "error_body", "event_cap", "failed", "first_bytes", "frame", "group", "head",
+                 "message", "not_events", "pattern", "prefix", "prompt", "query_id", "quiet",
+                 "received", "seconds_cap", "sse", "status", "stream", "suffix", "sut",
+                 "template_answer", "turn", "usage_out")
 
     def __init__(self, sut: StreamingSut, query_id: int, prompt: Prompt,
                  group: Group | None = None, turn: Turn | None = None,
@@ -112,6 +137,15 @@ class Exchange:
         self.status = 0
         self.usage_out = 0
         self.error_body = b""
+        self.byte_cap, self.event_cap, self.seconds_cap = sut.caps(prompt.max_tokens)
+        self.received = self.quiet = 0
+        """Body bytes read; events that carried no tokens (role, usage, [DONE], ...)."""
+        self.deadline_ns = 1 << 62  # the time cap, from the send
+        self.connection: StreamConnection | None = None
+        self.not_events: bytes | None = None
+        """The Content-Type of a 200 answer that is not an event stream."""
+        self.first_bytes = b""
+        """The body's first bytes, until an event arrives (to name what came instead)."""
 
     def add(self, now_ns: int, tokens: int, client: int, answer: bool) -> None:
         """One chunk of `tokens` output tokens (`client` by the client's count)."""
@@ -124,17 +158,44 @@ class Exchange:
 
     # -- streamhttp.StreamHandler ------------------------------------------------------------
 
+    def sent(self, now_ns: int, connection: StreamConnection) -> None:
+        """The request went on the wire: the send stamp (after any wait for a connection),
+        and the time cap counts from here."""
+        self.stream.sent_ns = now_ns
+        self.deadline_ns = now_ns + self.seconds_cap * 1_000_000_000
+        self.connection = connection
+
+    def started(self, status: int, content_type: bytes | None, now_ns: int) -> None:
+        """A 200 head whose Content-Type is not `text/event-stream` is no stream: its body's
+        first bytes are kept to name it (`not_a_stream`)."""
+        self.status = status
+        if status == 200 and (content_type is None or content_type.split(b";", 1)[0].strip()
+                              .lower() != EVENT_STREAM):
+            self.not_events = content_type or b"(none)"
+
     def body(self, status: int, data: bytes, now_ns: int) -> None:
         """Body bytes of one read: parse its events, stamp each with `now_ns` (hot path)."""
         if self.failed:
             return
-        if status != 200:
+        if status != 200 or self.not_events is not None:
             self.status = status
             if len(self.error_body) < ERROR_BODY:
                 self.error_body += data[:ERROR_BODY]
+            if self.not_events is not None and len(self.error_body) >= EXCERPT:
+                self._not_a_stream(now_ns)
             return
         self.status = 200
+        self.received += len(data)
+        self._read(data, now_ns)
+        if (self.received > self.byte_cap or now_ns > self.deadline_ns
+                or len(self.stream.chunk_ns) + self.quiet > self.event_cap) and not self.failed:
+            self._capped(now_ns)
+
+    def _read(self, data: bytes, now_ns: int) -> None:
+        """Parse the events of one read of a 200 event stream (the fast paths first)."""
         if self.pattern is None:
+            if not self.first_bytes:
+                self.first_bytes = data[:EXCERPT]
             if self.answer is not None or len(self.stream.chunk_ns) >= LEARN_CHUNKS:
                 self._events(data, now_ns)
                 return
@@ -151,10 +212,18 @@ class Exchange:
             if b'"' not in text and b"\\" not in text:
                 if text:
                     counter = self.sut.counter
-                    tokens = counter.known.get(text) or counter.count(text)
+                    try:
+                        tokens = counter.known.get(text) or counter.count(text)
+                    except UnicodeError as exc:
+                        self._failed(now_ns, "protocol_error", _not_text(exc))
+                        return
                     self.add(now_ns, tokens, tokens, self.template_answer)
                 return
-        rest = self._whole_events(data, now_ns)
+        try:
+            rest = self._whole_events(data, now_ns)
+        except UnicodeError as exc:
+            self._failed(now_ns, "protocol_error", _not_text(exc))
+            return
         if rest:
             self._events(rest, now_ns)
 
@@ -194,18 +263,27 @@ class Exchange:
                 text = payload[len(prefix):len(payload) - len(self.suffix)]
                 if b'"' not in text and b"\\" not in text:
                     if text:
-                        tokens = count(text)
+                        try:
+                            tokens = count(text)
+                        except UnicodeError as exc:
+                            self._failed(now_ns, "protocol_error", _not_text(exc))
+                            return
                         if self.template_answer and stream.first_answer is None:
                             stream.first_answer = len(stream.chunk_ns)
                         stream.chunk_ns.append(now_ns)
                         stream.chunk_tokens.append(tokens)
                         stream.client_tokens += tokens
                     continue
+            chunks = len(stream.chunk_ns)
             try:
                 read(self, payload, now_ns)
             except StreamError as exc:
                 self._failed(now_ns, exc.kind, exc.detail)
                 return
+            except UnicodeError as exc:  # a text that is no Unicode (a lone surrogate)
+                self._failed(now_ns, "protocol_error", _not_text(exc))
+                return
+            self.quiet += len(stream.chunk_ns) == chunks
 
     def _whole_events(self, data: bytes, now_ns: int) -> bytes:
         """Read every complete event of `data` at once when all match the template (the
@@ -248,6 +326,13 @@ class Exchange:
             self._failed(now_ns, f"http_{self.status}", error_detail(self.status,
                                                                      self.error_body))
             return
+        if self.not_events is not None:
+            self._not_a_stream(now_ns)
+            return
+        if not self.stream.chunk_ns and not self.quiet and not self.done_marker:
+            self._failed(now_ns, "protocol_error", "a 200 event stream that held no SSE event: "
+                         f"{self.first_bytes or self.sse.pending[:EXCERPT]!r}")
+            return
         if not framed and self.sut.end_marker and not self.done_marker:
             self._failed(now_ns, "stream_cut", "the connection closed before [DONE]")
             return
@@ -260,6 +345,31 @@ class Exchange:
         if kind == "connection_reset" and self.status:
             kind = "stream_cut"
         self._failed(now_ns, kind, detail)
+
+    def _not_a_stream(self, now_ns: int) -> None:
+        """Fail a 200 answer that is not an event stream, naming what it was."""
+        self._failed(now_ns, "protocol_error", "a 200 answer that is not an event stream: "
+                     f"Content-Type {(self.not_events or b'').decode('latin-1')!r}, body "
+                     f"{self.error_body[:EXCERPT]!r}")
+        self._drop("protocol_error")
+
+    def _capped(self, now_ns: int) -> None:
+        """End a stream that passed one of its caps, keeping what it delivered."""
+        if self.received > self.byte_cap:
+            cap = f"max_stream_bytes={self.byte_cap} (bytes read: {self.received})"
+        elif now_ns > self.deadline_ns:
+            cap = f"max_stream_s={self.seconds_cap} (seconds since the send)"
+        else:
+            cap = f"max_stream_events={self.event_cap} (events read)"
+        self._failed(now_ns, "stream_cap", f"the stream passed {cap}; what it delivered "
+                     "is kept as a partial stream")
+        self._drop("stream_cap")
+
+    def _drop(self, kind: str) -> None:
+        """Drop the connection of a stream still being read (its end is not waited for)."""
+        connection = self.connection
+        if connection is not None and connection.tag is self:
+            connection.abort(kind, time.perf_counter_ns())
 
     def _failed(self, now_ns: int, kind: str, detail: str | None) -> None:
         self.failed = True
@@ -307,6 +417,9 @@ class StreamingSut(abc.ABC):
                                f"{', '.join(TOKENIZERS)}")
         self.counter = ChunkCounter(self.tokenizer)
         self.extra = _json_object(e, "extra")
+        self.max_stream_bytes = e.number("max_stream_bytes", 0)
+        self.max_stream_events = e.number("max_stream_events", 0)
+        self.max_stream_s = e.number("max_stream_s", 0)
         self.ssl = tls_context(e, e.flag("insecure"))
         self.headers: dict[str, str] = {"Accept": "text/event-stream"}
         variable = e.options.get("api_key_env")
@@ -331,6 +444,13 @@ class StreamingSut(abc.ABC):
         """Where streams are reported (set by `start`)."""
         assert self._sink is not None, "no sink before start"
         return self._sink
+
+    def caps(self, max_tokens: int) -> tuple[int, int, int]:
+        """A stream's caps (bytes, events, seconds) for a request of `max_tokens`: the
+        options where set, else `CAP_*` scaled by `max_tokens`."""
+        return (self.max_stream_bytes or CAP_BYTES[0] + CAP_BYTES[1] * max_tokens,
+                self.max_stream_events or CAP_EVENTS[0] + CAP_EVENTS[1] * max_tokens,
+                self.max_stream_s or CAP_SECONDS[0] + CAP_SECONDS[1] * max_tokens)
 
     def use_prompts(self, prompts: PromptSource) -> None:
         """The run's prompts, by sample index; their `tokenizer` counts the output unless the
@@ -473,6 +593,11 @@ def _json_object(endpoint: Endpoint, key: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise SutSpecError(f"{endpoint.url}: {key}={text!r}: expected a JSON object")
     return value
+
+
+def _not_text(exc: UnicodeError) -> str:
+    """The detail of a chunk whose text is not valid UTF-8 (or holds a lone surrogate)."""
+    return f"a chunk's text is not valid Unicode: {exc}"
 
 
 def decode(payload: bytes) -> dict[str, Any]:

@@ -14,7 +14,9 @@ Two counters, chosen by name (`TOKENIZERS`):
 `ChunkCounter` counts the text of one streamed chunk (bytes as they came, JSON escapes
 already undone), at least one token for any non-empty text (a chunk that carries text
 carries a token), and remembers the counts of recent texts: streams repeat a small set of
-token texts, so most chunks cost one dictionary lookup.
+token texts, so most chunks cost one dictionary lookup. A text that is not valid UTF-8 (or,
+decoded, holds a lone surrogate) raises UnicodeError, whichever path read it: the streaming
+adapters end that stream as a `protocol_error`.
 """
 
 from __future__ import annotations
@@ -70,14 +72,13 @@ class ChunkCounter:
         """Counts of the texts met lately (a caller may look up many at once)."""
 
     def count(self, text: bytes) -> int:
-        """Tokens in one chunk's UTF-8 text: at least 1 when it is not empty."""
+        """Tokens in one chunk's UTF-8 text: at least 1 when it is not empty; UnicodeError
+        when it is not UTF-8."""
         cached = self.known.get(text)
         if cached is not None:
             return cached
-        if self._raw_bytes:
-            n = len(text)
-        else:
-            n = self._count(text.decode("utf-8", "replace"))
+        decoded = text.decode()  # strict: text that is not UTF-8 is no stream's (UnicodeError)
+        n = len(text) if self._raw_bytes else self._count(decoded)
         n = max(n, 1) if text else 0
         if len(self.known) >= CACHE:
             self.known.clear()
@@ -85,5 +86,5 @@ class ChunkCounter:
         return n
 
     def count_text(self, text: str) -> int:
-        """The same for a decoded string."""
+        """The same for a decoded string (UnicodeError for a lone surrogate)."""
         return self.count(text.encode())

@@ -59,9 +59,17 @@ class TokenStream:
     input_tokens: int | None = None
     """`usage.prompt_tokens` as the server reported it; the HTTP adapters fill in the
     prompt's own count (the workload's) when it reports none."""
+    cached_tokens: int | None = None
+    """`usage.prompt_tokens_details.cached_tokens`: prompt tokens the server's prefix cache
+    served; None when it did not say."""
+    reasoning_tokens: int | None = None
+    """`usage.completion_tokens_details.reasoning_tokens`; None when the server did not say."""
     finish_reason: str | None = None
     turn: int = 0
     """Its turn in a multi-turn session (1, 2, ...); 0 for a single request."""
+    sent_ns: int | None = None
+    """When the request went on the wire, where the SUT waited for a free connection first
+    (`max_in_flight`); None when it was sent as it was issued."""
 
     def add(self, stamp_ns: int, tokens: int, *, answer: bool = True) -> None:
         """Record one chunk of `tokens` output tokens read at `stamp_ns`."""

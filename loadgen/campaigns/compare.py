@@ -14,7 +14,9 @@ A difference whose interval holds 0 is inside the noise. The construct check fla
 `settings`, `sut`, `seeds`, `environment.packages` and the device/python/commit of the
 environment on each side and lists every key whose values differ. More than one
 differing key (or any key outside `--vary` prefixes, when given) is a construct
-mismatch: the two differ in more than the variable being compared.
+mismatch: the two differ in more than the variable being compared. Endpoints that say
+different things of themselves (`endpoint.identity`, `endpoint.gpu`, with `endpoint_probe`)
+are a mismatch on their own, unless `--vary endpoint`.
 """
 
 from __future__ import annotations
@@ -188,6 +190,9 @@ def _construct(result: RunResult) -> dict[str, Any]:
                        if k.endswith("_rng_seed")},
              "environment": {"packages": env.get("packages", {}),
                              **{k: env.get(k) for k in _ENV_KEYS}}}
+    if result.endpoint is not None:  # what it said of itself, not where it was nor its RTT
+        parts["endpoint"] = {"identity": result.endpoint.get("identity"),
+                             "gpu": result.endpoint.get("gpu")}
     flat: dict[str, Any] = {}
     for name, value in parts.items():
         flat |= dict(_flatten(name, value))
@@ -225,6 +230,8 @@ def compare(a: Side, b: Side, vary: Sequence[str] = ()) -> Comparison:
         mismatch = any(not any(k == v or k.startswith(v + ".") for v in vary) for k, _, _ in diffs)
     else:
         mismatch = len(diffs) > 1
+    told = any(v == "endpoint" or v.startswith("endpoint.") for v in vary)
+    mismatch |= not told and any(k.startswith("endpoint.") for k, _, _ in diffs)
     return Comparison(a, b, tuple(metrics), tuple(diffs), mismatch)
 
 

@@ -1,8 +1,8 @@
 """The `loadgen` command: parse, build settings and SUT, call the library, report, exit.
 
 Exit codes: 0 VALID (find-peak: some rate passed), 1 INVALID (find-peak: none did),
-2 bad usage or settings, 3 the run failed (SUT error), 4 `compare` found a construct
-mismatch.
+2 bad usage or settings, 3 the run failed (SUT error, or any crash), 4 `compare` found a
+construct mismatch.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from loadgen.cli import helptext
 from loadgen.cli.analysis import add_parsers as _add_analysis
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main"]
 
+T = TypeVar("T")
+LATEST = Path("runs/latest")
+
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run one test definition against a SUT",
@@ -37,8 +41,11 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_definition_args(p)
     p.add_argument("--sut", required=True, metavar="SPEC", help=helptext.SUT_HELP)
-    p.add_argument("--out", type=Path, default=Path("runs/latest"), metavar="DIR",
-                   help="run directory (default runs/latest)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help=f"run directory (default {LATEST}, replaced each run); one that holds "
+                        "another run is refused unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="--out DIR holds another run: remove that run's files first")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting (repeatable)")
     p.add_argument("--quiet", action="store_true",
@@ -83,15 +90,24 @@ def _settings(args: argparse.Namespace) -> TestSettings:
 def _run(args: argparse.Namespace) -> int:
     from loadgen.api import run_test
     from loadgen.campaigns.calibrate import headroom_warning
+    from loadgen.cli.rundir import claim_run_dir
     from loadgen.engine.workers.processes import workers_warning
     from loadgen.live.display import progress_view
-    from loadgen.live.prometheus import monitors_for
+    from loadgen.live.prometheus import check_pushgateway, monitors_for
     from loadgen.mlperf.runlogs import OutputWatch, write_run_logs
     from loadgen.plan.plan import RunPlan
     from loadgen.report.html import build_report
     from loadgen.report.summary import render_summary
 
     plan = RunPlan.of(_settings(args))
+    if args.pushgateway:
+        check_pushgateway(args.pushgateway)
+    out = args.out or LATEST
+    if args.replay is not None and out.resolve() == args.replay.resolve():
+        raise SettingsError([(f"--replay {args.replay}: the new run would replace the one it "
+                             "replays; give --out another directory")])
+    claim_run_dir(out, args.force or args.out is None)
+    args.out = out
     warnings = [w for w in (headroom_warning(plan, args.sut),
                             workers_warning(plan.settings, args.sut)) if w]
     for warning in warnings:
@@ -104,13 +120,23 @@ def _run(args: argparse.Namespace) -> int:
           spread_engine(args) as engine, progress or contextlib.nullcontext()):
         result = run_test(plan, args.sut, args.out, progress,
                           [*monitors, watch] if args.mlperf_logs else monitors, warnings, engine)
-    report = build_report(args.out)
+    report = _derived("report.html", lambda: build_report(args.out))
     if args.mlperf_logs:
-        write_run_logs(plan, result, args.out, watch.outputs)
+        _derived("the MLPerf logs", lambda: write_run_logs(plan, result, args.out, watch.outputs))
     if not args.quiet:
-        print(render_summary(result), end="")
-        print(f"wrote {args.out / 'result.json'}, {args.out / 'summary.txt'} and {report}")
+        _derived("the summary", lambda: print(render_summary(result), end=""))
+        print(f"wrote {args.out / 'result.json'}, {args.out / 'summary.txt'}"
+              + ("" if report is None else f" and {report}"))
     return EXIT_VALID if result.valid else EXIT_INVALID
+
+
+def _derived(what: str, make: Callable[[], T]) -> T | None:
+    """Something derived from the saved result: its failure is reported, never the run's."""
+    try:
+        return make()
+    except Exception as exc:  # noqa: BLE001 - result.json is written; report and go on
+        print(f"loadgen: warning: {what} failed: {exc!r}", file=sys.stderr)
+        return None
 
 
 DESCRIPTION = """\
@@ -129,8 +155,8 @@ Start here:  loadgen run scenarios/server.toml --sut sim:service=exp:2ms --set p
 User guide:  {guide}
 
 Exit codes: 0 VALID (find-peak: some rate passed), 1 INVALID (none did), 2 bad usage,
-settings or SUT spec, 3 the run failed (the SUT could not start), 4 compare found a
-construct mismatch.
+settings or SUT spec, 3 the run failed (the SUT could not start, or loadgen crashed),
+4 compare found a construct mismatch.
 """
 
 
@@ -161,5 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except LoadgenError as exc:
         print(f"loadgen: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception:  # noqa: BLE001 - a crash: the run failed, never INVALID's exit code
+        traceback.print_exc()
+        print(f"loadgen: {args.command} crashed (a bug: the traceback above says where)",
+              file=sys.stderr)
         return EXIT_ERROR
 

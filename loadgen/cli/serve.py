@@ -6,19 +6,22 @@ LLM over OpenAI-compatible HTTP.
 takes the same MODEL and key=value options as `--sut builtin:MODEL,k=v`, binds
 127.0.0.1 unless `--host` says otherwise, prints `serving MODEL http=H:P grpc=H:Q`
 once both ports are bound (port 0 = a free one) and `ready NAME` once the model is
-loaded, and exits 0 after a graceful drain on SIGTERM or SIGINT.
+loaded, and exits 0 after a graceful drain on SIGTERM or SIGINT. The bearer token comes from
+`--auth-token`, or unseen by `ps` from `--auth-token-env VAR` or `--auth-token-file PATH`.
 
     loadgen serve --model tiny-llm --http-port 8000 --max-num-seqs 16 --scheduler static
 
 serves an LLM (tiny-llm, small-llm, causal:pkg.module:factory) over OpenAI-compatible HTTP
 (`/v1/completions`, `/v1/chat/completions`, OIP `generate_stream`, `/metrics`): prints
 `serving MODEL http=H:P`, then `ready MODEL`. Engine knobs come as flags (vLLM's names) or
-as `--model tiny-llm,max_num_seqs=16,...`; gRPC is not served for an LLM.
+as `--model tiny-llm,max_num_seqs=16,...`; gRPC is not served for an LLM. Should its engine
+stop by itself, the server shuts down and exits 3, so a supervisor restarts it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -43,7 +46,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help=f"HTTP/REST port, 0 = any free (default {d.http_port})")
     p.add_argument("--grpc-port", type=int, default=d.grpc_port,
                    help=f"gRPC port, 0 = any free (default {d.grpc_port})")
-    p.add_argument("--auth-token", help="require 'Authorization: Bearer TOKEN' (not on health)")
+    token = p.add_mutually_exclusive_group()
+    token.add_argument("--auth-token", help="require 'Authorization: Bearer TOKEN' (not on"
+                       " health); visible in `ps`: prefer --auth-token-env or --auth-token-file")
+    token.add_argument("--auth-token-env", metavar="VAR",
+                       help="the token is the value of environment variable VAR")
+    token.add_argument("--auth-token-file", type=Path, metavar="PATH",
+                       help="the token is the first line of the file PATH")
     p.add_argument("--tls-cert", type=Path, help="PEM certificate chain (with --tls-key)")
     p.add_argument("--tls-key", type=Path, help="PEM private key (with --tls-cert)")
     p.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
@@ -116,7 +125,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         config = ServerConfig(
             host=args.host, http_port=args.http_port, grpc_port=args.grpc_port,
-            auth_token=args.auth_token, tls_cert=args.tls_cert, tls_key=args.tls_key,
+            auth_token=_auth_token(args), tls_cert=args.tls_cert, tls_key=args.tls_key,
             max_body_bytes=args.max_body_bytes, max_inflight=args.max_inflight,
             request_timeout_s=args.request_timeout_s, drain_timeout_s=args.drain_timeout_s,
             idle_timeout_s=args.idle_timeout_s, read_timeout_s=args.read_timeout_s,
@@ -128,7 +137,8 @@ def _serve(args: argparse.Namespace) -> int:
         if is_llm_model(model.strip()):
             from sut.llm.server import serve_llm
 
-            return serve_llm(model.strip(), {**options, **flags}, config)
+            failed = serve_llm(model.strip(), {**options, **flags}, config)
+            return EXIT_ERROR if failed else 0  # the engine stopped by itself
         return serve_model(model.strip(), options, config)
     except ConfigError as exc:
         print(f"loadgen serve: {exc}", file=sys.stderr)
@@ -136,3 +146,23 @@ def _serve(args: argparse.Namespace) -> int:
     except (SutError, OSError) as exc:
         print(f"loadgen serve: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _auth_token(args: argparse.Namespace) -> str | None:
+    """The bearer token from --auth-token, --auth-token-env or --auth-token-file; ValueError
+    names what is missing."""
+    if args.auth_token_env is not None:
+        token = os.environ.get(args.auth_token_env)
+        if token is None:
+            raise ValueError(f"--auth-token-env: the environment variable"
+                             f" {args.auth_token_env} is not set")
+        return token
+    if args.auth_token_file is not None:
+        try:
+            lines = args.auth_token_file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--auth-token-file: cannot read {args.auth_token_file}: {exc}")\
+                from None
+        return lines[0].strip() if lines else ""
+    given: str | None = args.auth_token
+    return given

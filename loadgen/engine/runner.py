@@ -50,6 +50,7 @@ YIELD_EVERY = 64
 PROGRESS_EVERY_NS = 250_000_000  # a live display redraws a few times a second
 LOG_FLUSH_EVERY_NS = 2_000_000_000
 _FAR_NS = 50_000_000
+ABANDONED = "still in flight when a second interrupt stopped the drain"
 
 
 class Runner:
@@ -79,6 +80,7 @@ class Runner:
         self._ready: collections.deque[int] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._stop = False
+        self._abandon = False
         self._closed = False
         self._ids = itertools.count() if ids is None else ids  # a share: its global ids
         self._start_ns = 0
@@ -110,8 +112,15 @@ class Runner:
             self._ready.append(done_ns)
         self._wake()
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the run was interrupted (it issues no more)."""
+        return self._stop
+
     def interrupt(self) -> None:
-        """Stop issuing now (Ctrl-C); the run drains briefly and reports what it has."""
+        """Stop issuing now (Ctrl-C or SIGTERM); the run drains and reports what it has. A
+        second interrupt stops the drain too: what is still in flight is abandoned."""
+        self._abandon = self._stop
         self._stop = True
         self._wake()
 
@@ -142,10 +151,21 @@ class Runner:
             await self._issue_open(t0, measure_start)
         issue_end = clock()
         drain_until = issue_end + plan.drain_timeout_ns
-        await self._pump(drain_until, self._drained, stoppable=False)
+        await self._pump(drain_until, self._drained_or_abandoned, stoppable=False)
         end = clock()
-        unfinished = self.collector.abandon(end) if self.collector.in_flight else 0
+        unfinished = 0
+        if self.collector.in_flight:
+            unfinished = self.collector.abandon(end, detail=ABANDONED) if self._abandon \
+                else self.collector.abandon(end)
         return RunTimes(t0, measure_start, issue_end, end, self._stop, unfinished)
+
+    @property
+    def first_offset_ns(self) -> int | None:
+        """The first planned query's offset from the start (None: nothing on a schedule)."""
+        for offsets, _ in self._ahead:
+            if offsets.size:
+                return int(offsets[0])
+        return None
 
     def plan_ahead(self) -> None:
         """Plan the open-loop schedule ahead, up to the limit (call before the clock starts)."""
@@ -204,6 +224,10 @@ class Runner:
     def _drained(self) -> bool:
         """Nothing in flight, and no session's next turn waiting to be sent."""
         return self.collector.in_flight == 0 and not (self._sessions and self._sessions.pending)
+
+    def _drained_or_abandoned(self) -> bool:
+        """Drained, or a second interrupt said not to wait any longer."""
+        return self._abandon or self._drained()
 
     def _can_issue(self) -> bool:
         """A slot is free, or nothing is in flight that could free one."""

@@ -1,7 +1,7 @@
 """One run session: the SUT up, the plan walked, the SUT down, a tally out.
 
 Everything a run does between its plan and its figures happens here, once:
-build the collector, start the SUT, take Ctrl-C, keep the garbage collector
+build the collector, start the SUT, take Ctrl-C and SIGTERM, keep the garbage collector
 off what is already loaded, open the query log, run the engine, stop the SUT
 and score accuracy. The single-process path (`loadgen.api`) and each load
 process (`engine.workers.processes`) call `run_session`; they differ only in their
@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loadgen.adapters.base import SystemUnderTest
+from loadgen.adapters.safetext import safe_tree
 from loadgen.engine.runner import Runner
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
@@ -37,12 +39,17 @@ from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.tokens import TokenRecorder
 from loadgen.record.windows import Windows
 
-__all__ = ["Gate", "SessionOutcome", "Share", "new_collector", "run_loop", "run_session"]
+__all__ = ["INTERRUPTS", "Gate", "SessionOutcome", "Share", "new_collector", "run_loop", "run_session"]
 
 T = TypeVar("T")
 
-Gate = Callable[[dict[str, Any]], Awaitable[int]]
-"""Given the ready SUT's description, waits and returns the start time (perf_counter ns)."""
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that stop a run as Ctrl-C does: it drains and writes a partial result; a second
+one stops the drain."""
+
+Gate = Callable[[dict[str, Any], int | None], Awaitable[int]]
+"""Given the ready SUT's description and the first query's offset from the start (ns; None
+without a schedule), waits and returns the start time (perf_counter ns)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +131,9 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         raise SutError(f"SUT {sut.name!r} failed to start: {exc}") from exc
     await _preflight(sut)
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
-        loop.add_signal_handler(signal.SIGINT, runner.interrupt)
+    for signum in INTERRUPTS:  # SIGTERM (timeout, docker stop, a CI cancel) as Ctrl-C is
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # main only
+            loop.add_signal_handler(signum, _interrupt, runner, plan)
     trace = None
     try:
         if energy is not None:
@@ -137,7 +145,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         gc.freeze()  # what is loaded now (models, arrays) is never scanned mid-run
         if log_dir is not None:
             collector.log = QueryLog(log_dir)
-        start_at = None if gate is None else await gate(sut.describe())
+        start_at = None if gate is None else await gate(sut.describe(), runner.first_offset_ns)
         if energy is not None:
             energy.start()
         cpu_s, host_before = time.process_time(), sample_host()
@@ -148,12 +156,28 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
             trace = energy.stop()
         gc.unfreeze()
         if collector.log is not None:
-            collector.log.close()
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
-            loop.remove_signal_handler(signal.SIGINT)
+            try:
+                collector.log.close()
+            except Exception as exc:  # noqa: BLE001 - queries.csv is derived: lose not the run
+                print(f"loadgen: warning: the query log's CSV failed: {exc!r}", file=sys.stderr)
+        for signum in INTERRUPTS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signum)
         await sut.stop()
-    return SessionOutcome(collector.tally(times), sut.describe(), _score(plan, sut, collector),
+    described = safe_tree(sut.describe())  # may hold text a server gave (metadata)
+    return SessionOutcome(collector.tally(times), described, _score(plan, sut, collector),
                           cpu_s, trace, host)
+
+
+def _interrupt(runner: Runner, plan: RunPlan) -> None:
+    """A signal to stop: say what happens next (the drain, or its end) and tell the runner."""
+    if runner.stopping:
+        print("loadgen: interrupted again: not waiting for the rest", file=sys.stderr,
+              flush=True)
+    else:
+        print(f"loadgen: interrupted: waiting up to {plan.drain_timeout_ns / 1e9:g} s for "
+              "what is in flight; interrupt again to stop waiting", file=sys.stderr, flush=True)
+    runner.interrupt()
 
 
 def _score(plan: RunPlan, sut: SystemUnderTest, collector: Collector) -> Accuracy | None:

@@ -14,12 +14,15 @@ from typing import Any
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.judge import early_stopping
+from loadgen.judge.adjusted import ADJUSTED_PERCENTILES, adjusted_percentiles, error_adjusted
 from loadgen.judge.tokenstats import TokenStats, summarize_tokens
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, Scenario
 from loadgen.record.histograms import decode, encode, percentile_ns, summary_ns
 from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.windows import steps_report, timeline_report
+
+_ADJUSTED = "_error_adjusted"
 
 __all__ = ["ComponentSummary", "EarlyStopping", "ErrorDetail", "LatencySummary", "RunStats",
            "measured_window_ns", "summarize"]
@@ -38,20 +41,34 @@ class LatencySummary:
     min: int = 0
     max: int = 0
     count: int = 0
+    error_adjusted: dict[str, int | None] | None = None
+    """`p50`, `p90`, `p99` (and the SLO's percentile) with failed and unfinished queries
+    counted as infinite (None) or at the query timeout (`judge.adjusted`); written as
+    `p99_error_adjusted` and so on beside the finished-only ones."""
 
     @classmethod
-    def of(cls, hist: HdrHistogram) -> LatencySummary:
-        """The summary of a histogram."""
-        return cls(**summary_ns(hist))
+    def of(cls, hist: HdrHistogram, failed: int | None = None,
+           percentiles: tuple[float, ...] = ADJUSTED_PERCENTILES,
+           cap_ns: int | None = None) -> LatencySummary:
+        """The summary of a histogram; with `failed`, its error-adjusted percentiles too."""
+        adjusted = None if failed is None else error_adjusted(hist, failed, percentiles, cap_ns)
+        return cls(**summary_ns(hist), error_adjusted=adjusted)
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> LatencySummary:
         """Read back `as_dict` (keys it does not know are ignored)."""
-        return cls(**{f.name: int(doc.get(f.name, 0)) for f in dataclasses.fields(cls)})
+        adjusted = {k.removesuffix(_ADJUSTED): v for k, v in doc.items()
+                    if k.endswith(_ADJUSTED)}
+        return cls(**{f.name: int(doc.get(f.name, 0)) for f in dataclasses.fields(cls)
+                      if f.name != "error_adjusted"}, error_adjusted=adjusted or None)
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, Any]:
         """Plain values, keyed as in result.json."""
-        return dataclasses.asdict(self)
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                               if f.name != "error_adjusted"}
+        for key, value in (self.error_adjusted or {}).items():
+            out[f"{key}{_ADJUSTED}"] = value
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +261,10 @@ def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunS
     scheduled_span_s = max((times.issue_end_ns - times.measure_start_ns) / 1e9, 1e-9)
     hists = c.histograms
     measured_issued = int(hists["issue_lag_ns"].total_count)
-    latency = LatencySummary.of(hists["query_latency_ns"])
+    failed = sum(c.errors_by_kind.values()) + times.unfinished
+    adjusted = adjusted_percentiles(plan.settings.target_latency_percentile)
+    cap = plan.query_timeout_ns or None
+    latency = LatencySummary.of(hists["query_latency_ns"], failed, adjusted, cap)
     components = {name: _component(LatencySummary.of(h), latency.mean)
                   for name, h in sorted(c.components.items())}
     good = c.queries - c.overlatency
@@ -264,7 +284,7 @@ def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunS
         samples_per_s=per_s(c.samples),
         goodput_qps=per_s(good) if plan.slo_ns else per_s(c.queries),
         overlatency=c.overlatency,
-        latency_ns=LatencySummary.of(hists["latency_ns"]),
+        latency_ns=LatencySummary.of(hists["latency_ns"], failed, adjusted, cap),
         service_latency_ns=LatencySummary.of(hists["service_latency_ns"]),
         issue_lag_ns=LatencySummary.of(hists["issue_lag_ns"]),
         query_latency_ns=latency,
@@ -278,8 +298,10 @@ def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunS
         timeline=timeline_report(c.windows, (times.measure_start_ns - times.start_ns) / 1e9),
         steps=_steps(plan, c),
         histograms={name: encode(h) for name, h in hists.items() if h.get_total_count()},
-        token_stats=None if c.tokens is None else summarize_tokens(plan, c.tokens, duration_s),
+        token_stats=None if c.tokens is None else summarize_tokens(
+            plan, c.tokens, duration_s, times.unfinished),
     )
+
 
 
 def _detail(counts: dict[str, int], messages: dict[str, tuple[str, ...]],

@@ -14,16 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.judge import early_stopping
+from loadgen.judge.adjusted import adjusted_percentiles, error_adjusted
 from loadgen.plan.plan import RunPlan
 from loadgen.record.histograms import encode, percentile_ns, summary_ns
 from loadgen.record.tokens import TokenTally
 from loadgen.record.turns import TURN_METRICS
 
-__all__ = ["HISTOGRAM_KEYS", "Goodput", "TokenCounts", "TokenEarlyStopping", "TokenStats", "ViewedSummary",
-           "summarize_tokens"]
+__all__ = ["HISTOGRAM_KEYS", "Goodput", "TokenCounts", "TokenEarlyStopping", "TokenStats",
+           "ViewedSummary", "cache_block", "summarize_tokens"]
 
 HISTOGRAM_KEYS = ("ttft_ns", "tpot_ns", "itl_ns", "e2e_ns")
 _SUMMARY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "min", "max", "count")
+_ADJUSTED = "_error_adjusted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +34,16 @@ class ViewedSummary:
 
     summary: dict[str, int]
     from_send: dict[str, int] | None = None
+    error_adjusted: dict[str, int | None] | None = None
+    """TTFT, TTFO, E2E and TPOT: p50, p90, p99 (and the SLO's percentile) with failed and
+    unfinished requests counted as infinite (None) or at the timeout (`judge.adjusted`)."""
 
     def as_dict(self) -> dict[str, Any]:
-        """p50 p90 p95 p99 p999 mean min max count, plus `from_send` where it applies."""
+        """p50 p90 p95 p99 p999 mean min max count, `p99_error_adjusted` and the like where
+        computed, plus `from_send` where it applies."""
         out: dict[str, Any] = dict(self.summary)
+        for key, value in (self.error_adjusted or {}).items():
+            out[f"{key}{_ADJUSTED}"] = value
         if self.from_send is not None:
             out["from_send"] = dict(self.from_send)
         return out
@@ -44,8 +52,11 @@ class ViewedSummary:
     def from_dict(cls, doc: dict[str, Any]) -> ViewedSummary:
         """Read back `as_dict`."""
         send = doc.get("from_send")
+        adjusted = {k.removesuffix(_ADJUSTED): v for k, v in doc.items()
+                    if k.endswith(_ADJUSTED)}
         return cls({k: int(doc.get(k, 0)) for k in _SUMMARY_KEYS},
-                   None if send is None else {k: int(send.get(k, 0)) for k in _SUMMARY_KEYS})
+                   None if send is None else {k: int(send.get(k, 0)) for k in _SUMMARY_KEYS},
+                   adjusted or None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +77,13 @@ class TokenCounts:
     output_per_s: float
     output_per_s_per_request: dict[str, float]  # per-request summary (tokens/s)
     discrepancy: dict[str, Any]  # client count vs the server's usage
+    cache: dict[str, Any] = dataclasses.field(default_factory=lambda: cache_block({}))
+    """Prefix-cache hits from `usage.prompt_tokens_details.cached_tokens`: `cached_tokens_total`,
+    `requests_reporting`, `prompt_tokens_reporting` and `hit_rate` {`requested` (None until
+    a workload sets one), `achieved` (cached / prompt tokens of the reporting requests; None
+    when none reported)}."""
+    reasoning: dict[str, int] = dataclasses.field(default_factory=dict)
+    """`reasoning_tokens_total` and `requests_reporting` (`completion_tokens_details`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """result.json's `tokens`."""
@@ -73,8 +91,21 @@ class TokenCounts:
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> TokenCounts:
-        """Read back `as_dict`."""
-        return cls(**{f.name: doc.get(f.name, 0) for f in dataclasses.fields(cls)})
+        """Read back `as_dict` (an older result without `cache` or `reasoning` reads as none
+        reported)."""
+        defaults: dict[str, Any] = {"cache": cache_block({}), "reasoning": {}}
+        return cls(**{f.name: doc.get(f.name, defaults.get(f.name, 0))
+                      for f in dataclasses.fields(cls)})
+
+
+def cache_block(c: dict[str, int], requested: float | None = None) -> dict[str, Any]:
+    """`tokens.cache` from the token counters (`cached_*`)."""
+    known, prompt = c.get("cached_known", 0), c.get("cached_input_total", 0)
+    return {"cached_tokens_total": c.get("cached_total", 0), "requests_reporting": known,
+            "prompt_tokens_reporting": prompt,
+            "hit_rate": {"requested": requested,
+                         "achieved": c.get("cached_total", 0) / prompt if known and prompt
+                         else None}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,12 +206,32 @@ class TokenStats:
                    dict(doc.get("token_histograms", {})), dict(doc.get("turns", {})))
 
 
-def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float) -> TokenStats:
-    """Reduce a token tally to the figures of record."""
+def _failed_for(key: str, c: dict[str, int], unfinished: int) -> int | None:
+    """Requests missing from one latency's histogram because they failed or never ended (a
+    part-way failure has its TTFT); None for the latencies not adjusted (per token)."""
+    if key in ("ttft_ns", "ttfo_ns"):
+        return c["failed"] - c["partial"] + unfinished
+    if key in ("e2e_ns", "tpot_ns"):
+        return c["failed"] + unfinished
+    return None
+
+
+def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float,
+                     unfinished: int = 0) -> TokenStats:
+    """Reduce a token tally to the figures of record (`unfinished`: queries still running
+    at the end, counted in the error-adjusted tails)."""
     h, c = t.histograms, t.counters
     per_s = (lambda n: n / duration_s) if duration_s > 0 else (lambda n: 0.0)
+    percentiles = adjusted_percentiles(plan.settings.target_latency_percentile)
+    cap = plan.query_timeout_ns or None
+
+    def adjusted(key: str, main: str) -> dict[str, int | None] | None:
+        failed = _failed_for(key, c, unfinished)
+        return None if failed is None else error_adjusted(h[main], failed, percentiles, cap)
+
     latencies = {key: ViewedSummary(summary_ns(h[main]),
-                                    None if send is None else summary_ns(h[send]))
+                                    None if send is None else summary_ns(h[send]),
+                                    adjusted(key, main))
                  for key, (main, send) in _LATENCIES.items()}
     rate = summary_ns(h["output_mtok_per_s"])
     compared = c["compared"]
@@ -195,7 +246,10 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float) -> TokenSt
                      "server_total": c["server_total"], "mismatched": c["mismatched"],
                      "abs_diff_total": c["abs_diff_total"],
                      "relative": c["abs_diff_total"] / c["server_total"]
-                     if c["server_total"] else 0.0})
+                     if c["server_total"] else 0.0},
+        cache=cache_block(c),
+        reasoning={"reasoning_tokens_total": c["reasoning_total"],
+                   "requests_reporting": c["reasoning_known"]})
     attempted = c["streams"] + c["failed"]
     goodput = Goodput(plan.goodput_slos.as_dict(), c["good"], attempted,
                       c["good"] / attempted if attempted else 1.0, per_s(c["good"]),

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from loadgen.judge.adjusted import percentile_key
 from loadgen.judge.stats import RunStats
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, Scenario
@@ -40,7 +41,10 @@ class ReasonCode(enum.StrEnum):
     TTFT_EARLY_STOPPING = "ttft_early_stopping"
     TPOT_EARLY_STOPPING = "tpot_early_stopping"
     CLOCK_SKEW = "clock_skew"  # several workers: their start skew bound is too wide
+    START_LATE = "start_late"  # several workers: one was released after its first query
     WORKER_LOST = "worker_lost"  # several workers: one was lost mid-run
+    NOTHING_MEASURED = "nothing_measured"  # no query completed in the measured window
+    ERROR_ADJUSTED = "error_adjusted"  # judge_error_adjusted: the tail with failures counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,20 @@ def not_interrupted(p: RunPlan, r: RunStats) -> Reason | None:
         return Reason(ReasonCode.INTERRUPTED, "the run was interrupted before it finished: "
                                               "its figures are partial; run it to the end")
     return None
+
+
+def something_measured(p: RunPlan, r: RunStats) -> Reason | None:
+    if r.queries or r.samples:
+        return None
+    if r.errors:
+        why = f"{r.errors} queries failed (see the errors)"
+    elif p.warmup_ns:
+        why = (f"every query was issued in the warm-up (warmup_s = {p.warmup_ns / 1e9:g} s): "
+               "run longer than the warm-up, or shorten it")
+    else:
+        why = "the SUT answered none in time"
+    return Reason(ReasonCode.NOTHING_MEASURED,
+                  f"nothing was measured: no query completed in the measured window; {why}")
 
 
 def min_duration(p: RunPlan, r: RunStats) -> Reason | None:
@@ -138,6 +156,33 @@ def latency_slo(p: RunPlan, r: RunStats) -> Reason | None:
                   f"p{es.percentile:g} with 99% confidence allows "
                   f"{max(es.max_overlatency_allowed or 0, 0)}; needs at least "
                   f"{es.min_queries_needed} queries for that count, or a lower target_qps")
+
+
+def error_adjusted_tail(p: RunPlan, r: RunStats) -> Reason | None:
+    """With `judge_error_adjusted`: the SLO's percentile counting failed and unfinished
+    queries as infinitely slow (or at their timeout) must meet each latency bound."""
+    s = p.settings
+    if not s.judge_error_adjusted or p.issue_mode is IssueMode.ACCURACY:
+        return None
+    key = percentile_key(s.target_latency_percentile)
+    bounds: list[tuple[str, int, dict[str, int | None] | None]] = []
+    if p.slo_ns:
+        bounds.append(("latency", p.slo_ns, r.query_latency_ns.error_adjusted))
+    ts = r.token_stats
+    if ts is not None:
+        targets = p.token_targets
+        bounds += [(name, bound, ts.latencies[f"{name.lower()}_ns"].error_adjusted)
+                   for name, bound in (("TTFT", targets.ttft_ns), ("TPOT", targets.tpot_ns))
+                   if bound]
+    for name, bound, adjusted in bounds:
+        value = (adjusted or {}).get(key, 0)
+        if value is None or value > bound:
+            shown = "infinite" if value is None else _ms(value)
+            return Reason(ReasonCode.ERROR_ADJUSTED,
+                          f"error-adjusted {key} {name} {shown} exceeds {_ms(bound)}: "
+                          f"{r.errors} failed and {r.unfinished} unfinished queries count "
+                          "as infinitely slow (or at their timeout); fix the failures")
+    return None
 
 
 def issue_lag(p: RunPlan, r: RunStats) -> Reason | None:
@@ -223,8 +268,8 @@ def token_latencies(p: RunPlan, r: RunStats) -> tuple[Reason, ...]:
     return tuple(out)
 
 
-RULES: tuple[Rule, ...] = (not_interrupted, min_duration, min_queries, no_errors, latency_slo,
-                           issue_lag, accuracy)
+RULES: tuple[Rule, ...] = (not_interrupted, something_measured, min_duration, min_queries,
+                           no_errors, latency_slo, error_adjusted_tail, issue_lag, accuracy)
 
 
 def _warnings(p: RunPlan, r: RunStats) -> list[str]:
@@ -233,6 +278,9 @@ def _warnings(p: RunPlan, r: RunStats) -> list[str]:
     if not s.compliant:
         out.append(f"preset {s.preset!r}: settings below MLPerf minimums, not a compliant "
                    "result; drop the preset for one")
+    if s.warmup_s and p.issue_mode is IssueMode.OFFLINE:
+        out.append(f"warmup_s = {s.warmup_s:g} ignored: Offline has no warm-up (as in MLPerf), "
+                   "its one query is the measurement")
     if s.warmup_s == 0 and p.issue_mode in (IssueMode.OPEN, IssueMode.CLOSED):
         out.append("no warm-up (warmup_s = 0): cold-start effects are inside the measurement; "
                    "set warmup_s (a few seconds) to leave them out")

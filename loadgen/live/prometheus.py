@@ -38,7 +38,8 @@ Token runs (streams recorded) add, each latency from the scheduled time:
 Multi-turn sessions add loadgen_turn_ttft_seconds{turn} and loadgen_turn_tpot_seconds{turn}
 (`live.turn_metrics`: at most `MAX_TURN_LABELS` turn labels, later turns folded into the last).
 With an energy meter (`watch_energy`), each device's latest reading, and once the run has
-ended its energy figures: see `live.energy_metrics`.
+ended its energy figures: see `live.energy_metrics`. With `server_metrics` (`watch_server`),
+the server's own gauges live and its window figures at the end: see `live.server_metrics`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import contextlib
 import secrets
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -67,13 +69,16 @@ from prometheus_client.core import (
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.errors import LoadgenError, SettingsError
 from loadgen.judge.energy import EnergyFigures
+from loadgen.judge.servermetrics import ServerMetrics
 from loadgen.live.energy_metrics import device_gauges, energy_gauges
+from loadgen.live.server_metrics import server_gauges, server_run_gauges
 from loadgen.live.turn_metrics import fold_turns, turn_families
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter
 from loadgen.record.histograms import Recorder, new_histogram
+from loadgen.record.scrape import ServerScraper
 from loadgen.report.result import RunResult
 
 __all__ = [
@@ -82,6 +87,7 @@ __all__ = [
     "MAX_COMPONENTS",
     "SNAPSHOT_TIMEOUT_S",
     "PrometheusExporter",
+    "check_pushgateway",
     "monitors_for",
     "parse_listen",
 ]
@@ -120,6 +126,19 @@ def parse_listen(text: str) -> tuple[str, int]:
     if not port.isdigit() or not 0 <= int(port) <= 65535:
         raise SettingsError([f"--prometheus-port {text!r}: expected PORT or HOST:PORT"])
     return host, int(port)
+
+
+def check_pushgateway(url: str) -> str:
+    """The Pushgateway URL as given, checked before the run (a scheme-less `HOST:PORT` is
+    http, as prometheus_client takes it); raises SettingsError naming what is wrong."""
+    parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as exc:
+        raise SettingsError([f"--pushgateway {url!r}: {exc}"]) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError([f"--pushgateway {url!r}: expected http[s]://HOST[:PORT][/PATH]"])
+    return url
 
 
 class _Layout:
@@ -189,7 +208,7 @@ class PrometheusExporter:
                  pushgateway: str | None = None, run_id: str | None = None,
                  buckets_s: Iterable[float] = BUCKETS_S) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.pushgateway = pushgateway
+        self.pushgateway = None if pushgateway is None else check_pushgateway(pushgateway)
         self._listen = parse_listen(listen) if listen is not None else None
         self._fixed_run_id = run_id
         self._layout = _Layout(buckets_s)
@@ -205,6 +224,8 @@ class PrometheusExporter:
         self._final: _Snapshot | None = None
         self._meter: EnergyMeter | None = None
         self._energy: EnergyFigures | None = None
+        self._scraper: ServerScraper | None = None
+        self._server_figures: ServerMetrics | None = None
         self.run_id = ""
         self.registry.register(self)
 
@@ -259,27 +280,34 @@ class PrometheusExporter:
         self._start_s = time.perf_counter()
         self._last = self._final = None
         self._meter, self._energy = None, None
+        self._scraper, self._server_figures = None, None
         self._collector = collector
 
     def watch_energy(self, meter: EnergyMeter) -> None:
         """Serve the energy meter's latest readings while the run lasts (`EnergyWatcher`)."""
         self._meter = meter
 
+    def watch_server(self, scraper: ServerScraper) -> None:
+        """Re-export the server's scraped gauges while the run lasts (`ServerWatcher`)."""
+        self._scraper = scraper
+
     def stop(self, result: RunResult | None) -> None:
         """Freeze the final figures; push them to the Pushgateway if one was given."""
         if self._collector is None:
             return
         final = self._read()
+        self._scraper = None
         if result is not None:
             final = replace(final, achieved_qps=result.stats.qps_completed)
             self._energy = result.energy
+            self._server_figures = result.server_metrics
         self._final = final
         if self.pushgateway:
             try:
                 push_to_gateway(self.pushgateway, job="loadgen", registry=self.registry,
                                 grouping_key={"run_id": self.run_id}, timeout=10)
-            except OSError as exc:
-                print(f"loadgen: push to {self.pushgateway} failed: {exc}", file=sys.stderr)
+            except Exception as exc:  # noqa: BLE001 - after the run: report it, lose nothing
+                print(f"loadgen: push to {self.pushgateway} failed: {exc!r}", file=sys.stderr)
 
     # -- prometheus_client Collector ------------------------------------------------------
 
@@ -300,6 +328,10 @@ class PrometheusExporter:
             yield from device_gauges(_LABELS, self._labels, self._meter.latest())
         if self._energy is not None:
             yield from energy_gauges(_LABELS, self._labels, self._energy)
+        if self._scraper is not None:
+            yield from server_gauges(_LABELS, self._labels, self._scraper)
+        if self._server_figures is not None:
+            yield from server_run_gauges(_LABELS, self._labels, self._server_figures)
 
     def _snapshot(self) -> _Snapshot | None:
         if self._final is not None or self._collector is None:

@@ -113,7 +113,8 @@ def StartTestWithLogSettings(sut: int, qsl: int, test_settings: TestSettings,
         accuracy = _run_part(s, q, test_settings, accuracy=True, trace=trace)
     if mode in (TestMode.SubmissionRun, TestMode.PerformanceOnly):
         perf = _run_part(s, q, test_settings, accuracy=False, trace=trace)
-        save_run(perf.plan, perf.result, outdir)
+        for what, exc in save_run(perf.plan, perf.result, outdir):  # result.json is written
+            print(f"loadgen: warning: {what} failed: {exc!r}", file=sys.stderr)
     shown = perf or accuracy
     assert shown is not None
     tokens = perf.tally.tokens if perf is not None and test_settings.use_token_latencies \

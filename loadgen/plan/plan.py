@@ -33,9 +33,12 @@ from loadgen.plan.tokenslo import NO_TOKEN_SLOS, TokenSlos
 from loadgen.plan.tracefile import read_schedule, read_trace
 from loadgen.plan.workload import prompts_for
 
-__all__ = ["NO_SLO_NS", "RunPlan", "arrival_for", "describe_process", "token_bounds"]
+__all__ = ["NO_SLO_NS", "NO_WARMUP", "RunPlan", "arrival_for", "describe_process", "token_bounds"]
 
 NO_SLO_NS = 2**62
+NO_WARMUP = (IssueMode.ACCURACY, IssueMode.OFFLINE)
+"""Issue modes that ignore `warmup_s`: accuracy counts every query, and Offline's one query
+is the whole run (MLPerf has no Offline warm-up)."""
 """The latency bound used where a run has no SLO: no latency is ever over it."""
 
 _NS = 1_000_000_000
@@ -86,7 +89,7 @@ class RunPlan:
     issue_mode: IssueMode
     slo_ns: int  # the latency SLO; 0 = none
     query_timeout_ns: int
-    warmup_ns: int  # 0 in accuracy mode: every query counts
+    warmup_ns: int  # 0 in accuracy mode and Offline (`NO_WARMUP`): every query counts
     min_duration_ns: int
     max_duration_ns: int
     min_query_count: int
@@ -117,7 +120,7 @@ class RunPlan:
             issue_mode=mode,
             slo_ns=_ns(s.target_latency_ms / 1e3),
             query_timeout_ns=_ns(s.query_timeout_ms / 1e3),
-            warmup_ns=0 if mode is IssueMode.ACCURACY else _ns(s.warmup_s),
+            warmup_ns=0 if mode in NO_WARMUP else _ns(s.warmup_s),
             min_duration_ns=_ns(s.min_duration_s),
             max_duration_ns=_ns(s.max_duration_s),
             min_query_count=s.min_query_count,

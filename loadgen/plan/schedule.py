@@ -14,7 +14,6 @@ import collections
 import hashlib
 import json
 from collections.abc import Iterator
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from loadgen.plan.plan import RunPlan, describe_process
 from loadgen.plan.qsl import accuracy_queries, permuted_chunks, sample_chunks
 from loadgen.plan.settings import IssueMode, TestSettings, parse_overrides, settings_from_mapping
 from loadgen.plan.tracefile import SCHEDULE_FILE
+from loadgen.plan.version import VERSION
 
 __all__ = [
     "CHUNK",
@@ -168,7 +168,7 @@ def describe_schedule(plan: RunPlan) -> dict[str, Any]:
         return {"arrival": "closed" if plan.issue_mode is IssueMode.CLOSED else "none"}
     return {"arrival": plan.settings.arrival, "process": describe_process(plan.arrival),
             "seed": plan.settings.schedule_rng_seed,
-            "loadgen_version": metadata.version("loadgen"), "numpy_version": np.__version__}
+            "loadgen_version": VERSION, "numpy_version": np.__version__}
 
 
 def save_schedule(plan: RunPlan, out_dir: Path) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.errors import SettingsError, suggest
+from loadgen.plan.cpus import parse_cpus
 from loadgen.plan.lengths import LengthDist, parse_length
 from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
 from loadgen.plan.turns import check_turns, parse_think_time, think_time_dict
@@ -91,6 +92,8 @@ class TestSettings:
     schedule_file: str = _f("", "replay a run's schedule.bin exactly instead of generating one")
     window_s: float = _f(1.0, "timeline window; widened so a run has at most 200")
     workers: int = _f(1, "load processes, each issuing a share of the schedule (open loop)")
+    worker_cpus: str = _f("", "pin the driver to the first of these cores (`0-3,8`) and each "
+                          "load process to one of the rest, in turn; '' = no pinning")
     concurrency: int = _f(1, "queries kept in flight by a closed loop")
     target_qps: float = _f(100.0, "Server: offered rate; Offline: expected samples/s")
     target_latency_ms: float = _f(0.0, "latency SLO in ms; 0 = none (required for Server)")
@@ -141,6 +144,14 @@ class TestSettings:
                      "over the run; `off`: none")
     energy_sample_hz: float = _f(10.0, "energy readings per second, in (0, 1000]")
     energy_idle_s: float = _f(1.0, "idle baseline sampled before the run; 0 = none")
+    judge_error_adjusted: bool = _f(False, "also judge the SLO percentile with failed and "
+                                    "unfinished queries counted as infinitely slow")
+    endpoint_probe: bool = _f(False, "before the run, ask an HTTP endpoint what it is "
+                              "(/v1/models, /version, /v2) and time a few health round trips")
+    server_metrics: str = _f("off", "scrape the server's Prometheus metrics over the run: "
+                             "`off`, `auto` (the endpoint's /metrics) or a URL")
+    server_metrics_interval_s: float = _f(1.0, "seconds between scrapes of server_metrics")
+    server_metrics_raw: bool = _f(False, "also keep the series no server mapping names")
 
     @property
     def compliant(self) -> bool:
@@ -308,6 +319,11 @@ def _check_arrival(s: TestSettings, problems: list[str]) -> None:
     mode = issue_mode(s)
     if s.schedule_file and mode is not IssueMode.OPEN:
         problems.append("schedule_file: a saved schedule replays open-loop arrivals only")
+    if s.worker_cpus:
+        try:
+            parse_cpus(s.worker_cpus)
+        except ValueError as exc:
+            problems.append(f"worker_cpus: {exc}")
     if s.workers < 1:
         problems.append(f"workers: must be at least 1, got {s.workers!r}")
     elif s.workers > 1:
@@ -338,6 +354,13 @@ def _check(s: TestSettings, problems: list[str]) -> None:
                         f"{s.energy_sample_hz!r}")
     if s.energy_idle_s < 0:
         problems.append(f"energy_idle_s: must not be negative, got {s.energy_idle_s!r}")
+    if not 0 < s.server_metrics_interval_s <= 3600:
+        problems.append("server_metrics_interval_s: must be in (0, 3600], got "
+                        f"{s.server_metrics_interval_s!r}")
+    if s.server_metrics not in ("off", "auto") and not s.server_metrics.startswith(
+            ("http://", "https://")):
+        problems.append(f"server_metrics: {s.server_metrics!r} is not off, auto or an "
+                        "http(s):// URL")
     if not 0 <= s.accuracy_target <= 1:
         problems.append(f"accuracy_target: must be in [0, 1], got {s.accuracy_target!r}")
     for key, allowed in (("arrival", ARRIVALS), ("preset", PRESETS), ("mode", MODES),

@@ -10,9 +10,11 @@ ends, `tally` hands the figures over in a mergeable form.
 from __future__ import annotations
 
 import collections
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from loadgen.adapters.safetext import safe_text
 from loadgen.adapters.tokens import TokenStream
 from loadgen.record.histograms import FLUSH_SLICE, Recorder
 from loadgen.record.querylog import QueryLog
@@ -20,12 +22,17 @@ from loadgen.record.tally import MAX_DETAILS, RunTimes, Tally
 from loadgen.record.tokens import TokenRecorder
 from loadgen.record.windows import WindowedRecorder, Windows
 
-__all__ = ["DETAIL_CHARS", "MAX_ERROR_KINDS", "TIDY_AT", "Collector"]
+__all__ = ["DETAIL_CHARS", "MAX_ERROR_KINDS", "OUT_OF_MEMORY", "TIDY_AT", "Collector"]
 
 MAX_ERROR_KINDS = 64
 DETAIL_CHARS = 300  # a message is cut to this length
 TIDY_AT = FLUSH_SLICE  # `tidy` records a slice of a buffer holding at least this many values
 _OTHER = "other"
+OUT_OF_MEMORY = "out_of_memory"
+"""The error kind of a failure whose message says the SUT ran out of memory (CUDA's
+`OutOfMemoryError`, "CUDA out of memory", a host `MemoryError`, an OOM-killed worker)."""
+_OUT_OF_MEMORY = re.compile(r"out of memory|OutOfMemoryError|MemoryError|\bOOM\b",
+                            re.IGNORECASE)
 
 
 class Collector:
@@ -115,6 +122,8 @@ class Collector:
         if entry is None:
             self.late += 1
             return
+        if stream.sent_ns is not None:
+            entry = _on_the_wire(entry, stream.sent_ns)
         if entry[3]:
             self._token_recorder().streamed(entry[0], entry[1], stream)
         if self.log is not None:
@@ -127,7 +136,8 @@ class Collector:
         still ends with `done` or `failed`."""
         entry = self._inflight.get(query_id)
         if entry is not None and entry[3]:
-            self._token_recorder().streamed(entry[0], entry[1], stream)
+            sent = entry[1] if stream.sent_ns is None else max(entry[1], stream.sent_ns)
+            self._token_recorder().streamed(entry[0], sent, stream)
 
     def _completed(self, query_id: int, entry: tuple[int, int, int, bool], done_ns: int,
                    components: Mapping[str, int] | None, sample_done_ns: Sequence[int] | None,
@@ -168,6 +178,9 @@ class Collector:
         if entry is None:
             self.late += 1
             return
+        if stream is not None and stream.sent_ns is not None:
+            entry = _on_the_wire(entry, stream.sent_ns)
+        kind, detail = safe_text(kind), None if detail is None else safe_text(detail)
         self.finished += 1
         if entry[3] and (stream is not None or self.tokens is not None):
             self._token_recorder().failed(entry[0], entry[1], stream)
@@ -263,6 +276,8 @@ class Collector:
             recorder.add(int(value))
 
     def _count_error(self, kind: str, detail: str | None) -> None:
+        if detail and _OUT_OF_MEMORY.search(detail):  # its own kind, whoever reported it
+            kind = OUT_OF_MEMORY
         if kind not in self.errors_by_kind and len(self.errors_by_kind) >= MAX_ERROR_KINDS:
             kind = _OTHER
         self.errors_by_kind[kind] += 1
@@ -271,3 +286,10 @@ class Collector:
             message = detail[:DETAIL_CHARS]
             if len(kept) < MAX_DETAILS and message not in kept:
                 kept.append(message)
+
+
+def _on_the_wire(entry: tuple[int, int, int, bool], sent_ns: int) -> tuple[int, int, int, bool]:
+    """An in-flight entry whose send stamp is when its request went on the wire (it waited
+    for a free connection first): the wait stays in the from-schedule view only."""
+    scheduled_ns, issued_ns, samples, measured = entry
+    return scheduled_ns, max(issued_ns, sent_ns), samples, measured

@@ -52,7 +52,10 @@ __all__ = [
     "LOWEST_NS",
     "SIGNIFICANT_DIGITS",
     "Recorder",
+    "add_into",
+    "counts_copy",
     "decode",
+    "difference",
     "encode",
     "merge",
     "new_histogram",
@@ -346,6 +349,35 @@ def _add_into(dst: HdrHistogram, src: HdrHistogram) -> None:
     dst.total_count += int(src.total_count)
     dst.min_value = min(dst.min_value, low)
     dst.max_value = max(dst.max_value, high)
+
+
+def add_into(dst: HdrHistogram, src: HdrHistogram) -> None:
+    """Add `src`'s counts into `dst`, in place (exact when the layouts match, as `merge`)."""
+    _add_into(dst, src)
+
+
+def counts_copy(hist: HdrHistogram) -> npt.NDArray[np.unsignedinteger]:
+    """A copy of the counts, to take a `difference` against later."""
+    return _counts(hist).copy()
+
+
+def difference(now: HdrHistogram, before: npt.NDArray[np.unsignedinteger] | None
+               ) -> HdrHistogram:
+    """A histogram of `now`'s layout holding what it gained since `before` (a
+    `counts_copy` of it then; None: since it was empty). Its minimum and maximum are the
+    lowest values of its lowest and highest nonzero buckets, which read back (and encode)
+    as exact ones do: HDR reports extremes to the bucket."""
+    out = HdrHistogram(now.lowest_trackable_value, now.highest_trackable_value,
+                       now.significant_figures)
+    gained = _counts(now) if before is None else _counts(now) - before
+    index = np.flatnonzero(gained)
+    if index.size == 0:
+        return out
+    _counts(out)[: gained.size] = gained
+    low, _ = _bucket_bounds(out, index[[0, -1]].astype(np.int64))
+    out.total_count = int(gained[index].sum())
+    out.min_value, out.max_value = int(low[0]), int(low[1])
+    return out
 
 
 def merge(hists: Iterable[HdrHistogram]) -> HdrHistogram:

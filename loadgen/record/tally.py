@@ -19,12 +19,13 @@ from loadgen.record.histograms import decode, encode, merge, new_histogram
 from loadgen.record.tokens import TokenTally
 from loadgen.record.windows import WindowCounts, merge_windows
 
-__all__ = ["HISTOGRAMS", "MAX_DETAILS", "Accuracy", "RunTimes", "Tally", "merge_tallies"]
+__all__ = ["COUNTERS", "HISTOGRAMS", "MAX_DETAILS", "Accuracy", "RunTimes", "Tally",
+           "merge_tallies"]
 
 MAX_DETAILS = 3
 """Distinct failure messages kept per error kind."""
 HISTOGRAMS = ("latency_ns", "service_latency_ns", "issue_lag_ns", "query_latency_ns")
-_COUNTERS = ("queries", "samples", "overlatency", "late", "out_of_range")
+COUNTERS = ("queries", "samples", "overlatency", "late", "out_of_range")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,7 @@ class Tally:
             "components": {k: text(h) for k, h in self.components.items()},
             "batch_sizes": dict(self.batch_sizes), "errors_by_kind": dict(self.errors_by_kind),
             "error_messages": {k: list(v) for k, v in self.error_messages.items()},
-            **{k: getattr(self, k) for k in _COUNTERS},
+            **{k: getattr(self, k) for k in COUNTERS},
             "last_done_ns": self.last_done_ns, "windows": self.windows.encode(),
             "times": dataclasses.asdict(self.times),
             "tokens": None if self.tokens is None else self.tokens.encode(),
@@ -102,7 +103,7 @@ class Tally:
             errors_by_kind={str(k): int(v) for k, v in doc["errors_by_kind"].items()},
             error_messages={str(k): tuple(map(str, v))
                             for k, v in doc.get("error_messages", {}).items()},
-            **{k: int(doc[k]) for k in _COUNTERS},
+            **{k: int(doc[k]) for k in COUNTERS},
             last_done_ns=int(doc["last_done_ns"]),
             windows=WindowCounts.decode(doc["windows"]),
             times=RunTimes(**doc["times"]),
@@ -125,7 +126,7 @@ def merge_tallies(parts: Sequence[Tally]) -> Tally:
         batch_sizes=dict(sorted(batch.items())),
         errors_by_kind=dict(errors),
         error_messages=_merge_messages(parts),
-        **{k: sum(getattr(p, k) for p in parts) for k in _COUNTERS},
+        **{k: sum(getattr(p, k) for p in parts) for k in COUNTERS},
         last_done_ns=max(p.last_done_ns for p in parts),
         windows=merge_windows([p.windows for p in parts]),
         times=RunTimes.merge([p.times for p in parts]),

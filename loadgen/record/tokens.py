@@ -8,11 +8,14 @@ from the send; the issue lag is the collector's):
   E2E: last token chunk.
 - ITL (token-weighted): every gap between consecutive tokens, pooled; a chunk
   of k tokens counts its gap once and k-1 zero gaps, so a request gives N-1
-  values summing to E2E - TTFT.
+  values summing to E2E - TTFT. Where the server's total N differs from the sum
+  of the chunks' counts (the client's tokenizer), N is spread over the chunks in
+  proportion to those counts (`spread`), so N-1 values hold there too.
 - TPOT (request-weighted): (E2E - TTFT)/(N - 1); none for a one-token output.
 - chunk gaps (every gap between chunks, apart from token gaps), normalized
   latency E2E/N, the longest stall (the widest gap between two tokens),
-  input and output tokens, output tokens/s per request (kept in milli-tokens/s).
+  input and output tokens, output tokens/s per request (kept in milli-tokens/s);
+  the usage details servers send (cached prompt tokens, reasoning tokens) as counters.
 
 A stream that failed part-way keeps its TTFT, TTFO, ITL and chunk gaps; the
 figures of a whole answer (E2E, TPOT, ...) are taken from finished ones only,
@@ -34,7 +37,7 @@ from loadgen.plan.tokenslo import NO_TOKEN_SLOS, TokenSlos
 from loadgen.record.histograms import Recorder, decode, encode, merge, new_histogram
 from loadgen.record.turns import TURN_METRICS, TurnHistograms, TurnRecorder, merge_turns
 
-__all__ = ["TOKEN_COUNTERS", "TOKEN_HISTOGRAMS", "TokenRecorder", "TokenTally"]
+__all__ = ["TOKEN_COUNTERS", "TOKEN_HISTOGRAMS", "TokenRecorder", "TokenTally", "spread"]
 
 TOKEN_HISTOGRAMS = (
     "ttft_ns", "ttft_sent_ns", "ttfo_ns", "ttfo_sent_ns", "e2e_ns", "e2e_sent_ns",
@@ -52,6 +55,9 @@ TOKEN_COUNTERS = (
     "ttft_over", "tpot_over", "tpot_requests",  # against MLPerf's token-mode targets
     "ttft_requests",
     "finish_other",  # finished streams whose finish_reason was given and not `length`
+    # the server's usage details, over the finished streams that report them
+    "cached_known", "cached_total", "cached_input_total",  # prefix-cache hits (tokens)
+    "reasoning_known", "reasoning_total",
 )
 
 
@@ -115,8 +121,11 @@ class TokenRecorder:
         if stream.finish_reason not in (None, "length"):
             c["finish_other"] += 1
         self._counts(stream)
-        stall = self._timings(scheduled_ns, sent_ns, stream)
         n = stream.output_tokens
+        tokens = stream.chunk_tokens
+        if stream.server_output_tokens is not None and n > 0 and sum(tokens) != n:
+            tokens = spread(n, tokens)
+        stall = self._timings(scheduled_ns, sent_ns, stream, tokens)
         chunks = stream.chunk_ns
         if not chunks or n < 1:
             c["no_output"] += 1
@@ -149,11 +158,13 @@ class TokenRecorder:
         self.counters["failed"] += 1
         if stream is not None and stream.chunk_ns:
             self.counters["partial"] += 1
-            self._timings(scheduled_ns, sent_ns, stream)
+            self._timings(scheduled_ns, sent_ns, stream, stream.chunk_tokens)
 
-    def _timings(self, scheduled_ns: int, sent_ns: int, stream: TokenStream) -> int:
-        """TTFT, TTFO, ITL and chunk gaps of what arrived; returns the longest token gap."""
-        chunks, tokens = stream.chunk_ns, stream.chunk_tokens
+    def _timings(self, scheduled_ns: int, sent_ns: int, stream: TokenStream,
+                 tokens: list[int]) -> int:
+        """TTFT, TTFO, ITL and chunk gaps of what arrived, `tokens` in each chunk; returns
+        the longest token gap."""
+        chunks = stream.chunk_ns
         if not chunks:
             return 0
         first = chunks[0]
@@ -203,6 +214,13 @@ class TokenRecorder:
             c["input_known"] += 1
             r["input_tokens"].add(stream.input_tokens)
         c["output_total"] += stream.output_tokens
+        if stream.cached_tokens is not None:
+            c["cached_known"] += 1
+            c["cached_total"] += stream.cached_tokens
+            c["cached_input_total"] += stream.input_tokens or 0
+        if stream.reasoning_tokens is not None:
+            c["reasoning_known"] += 1
+            c["reasoning_total"] += stream.reasoning_tokens
         server = stream.server_output_tokens
         if server is not None and stream.client_tokens:
             c["compared"] += 1
@@ -216,3 +234,20 @@ class TokenRecorder:
         """The figures so far (every buffer flushed)."""
         return TokenTally({k: r.histogram for k, r in self.recorders.items()},
                           dict(self.counters), self.turns.histograms())
+
+
+def spread(total: int, weights: list[int]) -> list[int]:
+    """`total` tokens spread over chunks in proportion to `weights` (the client's counts), by
+    rounding the running sum, so they add up to `total` exactly: a stream whose server
+    counted N tokens yields N - 1 ITL values whatever the client counted."""
+    weight = sum(w for w in weights if w > 0)
+    if weight <= 0:
+        weights, weight = [1] * len(weights), len(weights)
+    out: list[int] = []
+    running = given = 0
+    for w in weights:
+        running += max(w, 0)
+        upto = (2 * running * total + weight) // (2 * weight)
+        out.append(upto - given)
+        given = upto
+    return out

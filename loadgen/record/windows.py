@@ -45,6 +45,7 @@ __all__ = [
     "merge_windows",
     "steps_report",
     "timeline_report",
+    "widen",
 ]
 
 WINDOW_DIGITS = 2
@@ -99,6 +100,11 @@ def _widen(bins: list[Bin], factor: int) -> list[Bin]:
     for i, b in enumerate(bins):
         out[i // factor].absorb(b)
     return out
+
+
+def widen(bins: list[Bin], factor: int) -> list[Bin]:
+    """Windows `factor` times wider: each run of `factor` neighbours merged into one."""
+    return _widen(bins, factor)
 
 
 def _file(bins: list[Bin], idx: Ints, latency: Ints, good: npt.NDArray[np.bool_]) -> None:

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loadgen.plan.version import VERSION
+
 __all__ = ["environment"]
 
 _PACKAGES = ("loadgen", "numpy", "hdrhistogram", "uvloop", "aiohttp", "grpcio", "protobuf",
@@ -44,6 +46,8 @@ def _git_commit() -> str | None:
 
 
 def _version(name: str) -> str | None:
+    if name == "loadgen":  # the source's own, installed or not
+        return VERSION
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

@@ -24,14 +24,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from loadgen.adapters.safetext import safe_tree
 from loadgen.errors import ResultError
 from loadgen.record.histograms import decode
-from loadgen.report import charts, comparison
+from loadgen.report import charts, comparison, tables
 from loadgen.report.charts import Chart, LoadPoint
 from loadgen.report.energy import energy_html
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
 from loadgen.report.overview import peak_table, sweep_table
+from loadgen.report.pareto import PARETO_FILE, pareto_chart, pareto_rows
 from loadgen.report.result import RESULT_FILE, RunResult, read_result
+from loadgen.report.serverchart import server_chart
 from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
 from loadgen.report.turns import TURN_COLUMNS, turn_rows
 
@@ -61,8 +64,8 @@ def load_kind(path: Path) -> tuple[str, Any]:
                        ("compare.json", "comparison")):
         if (root / name).is_file():
             try:
-                return kind, json.loads((root / name).read_text())
-            except (OSError, json.JSONDecodeError) as exc:
+                return kind, safe_tree(json.loads((root / name).read_text()))
+            except (OSError, ValueError) as exc:
                 raise ResultError(f"{root / name}: cannot read: {exc}") from None
     return "run", read_result(root)
 
@@ -124,8 +127,8 @@ def _sweep_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
 def _raw_result(root: Path) -> dict[str, Any]:
     """result.json as plain JSON (for fields newer than `RunResult`); {} when unreadable."""
     try:
-        doc = json.loads((root / RESULT_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+        doc = safe_tree(json.loads((root / RESULT_FILE).read_text()))
+    except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -171,6 +174,9 @@ def _run_charts(result: RunResult, root: Path) -> list[Chart]:
                 out.append(charts.spectrum_chart({label: h}, None, f"{label} by percentile"))
     if r.token_stats is not None and r.token_stats.turns:
         out.append(charts.turns_chart(turn_rows(r.token_stats.turns)))
+    server = result.server_metrics
+    if server is not None and (chart := server_chart(server.series, r.timeline)) is not None:
+        out.append(chart)
     if r.components_ns:
         out.append(charts.components_chart(r.components_ns))
     if r.batch_sizes:
@@ -229,6 +235,10 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
                    "samples_per_s": r.samples_per_s,
                    **{f"{k} (ms)": getattr(r.query_latency_ns, k) / 1e6
                       for k in ("p50", "p90", "p99", "p999", "mean")}}
+        adjusted = r.query_latency_ns.error_adjusted or {}
+        if r.errors or r.unfinished:  # the tail with failures counted in (None: infinite)
+            figures |= {f"{k} error-adjusted (ms)": "inf" if v is None else v / 1e6
+                        for k, v in adjusted.items()}
         parts = [_table([figures], list(figures))]
         tokens = token_rows(doc)
         if tokens:
@@ -239,6 +249,9 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
                       "streams": ts.tokens.requests, "failed": ts.tokens.failed,
                       "attainment": ts.goodput.attainment,
                       "goodput tokens/s": ts.goodput.tokens_per_s}
+            achieved = ts.tokens.cache["hit_rate"]["achieved"]
+            if achieved is not None:
+                counts["prefix-cache hit rate (usage)"] = achieved
             parts += ["<h2>Tokens</h2>", _table([counts], list(counts)),
                       _table(tokens, TOKEN_COLUMNS)]
             if ts.turns:
@@ -309,6 +322,17 @@ def _verdict(kind: str, doc: Any) -> str:
     return f'<span class="verdict {word}">{word}</span> '
 
 
+def _pareto(kind: str, doc: Any, root: Path) -> list[Chart]:
+    """A token sweep's or find-peak's Pareto chart, its points written to pareto.csv."""
+    if kind not in ("sweep", "find-peak"):
+        return []
+    rows = pareto_rows(kind, doc, root)
+    if not rows:
+        return []
+    tables.write_csv(root / PARETO_FILE, rows)
+    return [pareto_chart(rows)]
+
+
 def build_report(path: Path) -> Path:
     """Write DIR/report.html for a run, sweep, find-peak or comparison directory; return
     its path; ResultError for a path that is not there."""
@@ -326,7 +350,7 @@ def build_report(path: Path) -> Path:
     body.append(above)
     body.append('<div class="plots">')
     figures = []
-    for i, chart in enumerate(_charts(kind, doc, root)):
+    for i, chart in enumerate([*_charts(kind, doc, root), *_pareto(kind, doc, root)]):
         body.append(f'<section><h2>{html.escape(chart.title)}</h2>'
                     f'<div class="chart" id="chart{i}"></div></section>')
         figures.append({"id": f"chart{i}", "data": chart.data, "layout": chart.layout})

@@ -16,7 +16,13 @@ Schema (version 2), every latency in integer nanoseconds:
     itl_ns, chunk_gap_ns, normalized_latency_ns, longest_stall_ns, tokens{}, goodput{},
     token_early_stopping{}, token_histograms{}, turns{} (multi-turn) (judge.tokenstats);
     energy{measured, reason, devices[], method, sample_hz, idle_w, avg_w, peak_w, joules,
-        joules_per_query, qps_per_watt, ...} (see `judge.energy`)
+        joules_per_query, qps_per_watt, ...} (see `judge.energy`);
+    server_metrics{source, interval_s, scrapes, failed_scrapes, errors[], servers[],
+        window_s, series{name: [[t_s, value]]}, deltas{prefix_cache_hit_rate, preemptions,
+        kv_cache_usage_max, ...}, histograms{name: {count, mean_ns, p50_ns, ...}}, raw,
+        reason} when `server_metrics` is not off (see `judge.servermetrics`);
+    sut_memory{where, host_rss_peak_bytes, gpu_memory_peak_bytes, source} (`record.memory`);
+    endpoint{base, identity, gpu, baseline_rtt} with `endpoint_probe` (`record.provenance`)
 
 Version 1 lacked `plan`, `reason_codes` and `target_latency_at_ns`; it still reads
 (the codes are recovered from the reasons' prose, which version 1 wrote the same way).
@@ -30,8 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadgen.adapters.safetext import safe_tree
 from loadgen.errors import ResultError
 from loadgen.judge.energy import EnergyFigures
+from loadgen.judge.servermetrics import ServerMetrics
 from loadgen.judge.stats import RunStats
 from loadgen.judge.verdict import Headline, Reason, ReasonCode, Verdict
 from loadgen.plan.settings import TestSettings, settings_from_record
@@ -64,6 +72,9 @@ class RunResult:
     workers: dict[str, Any] | None = None
     energy: EnergyFigures | None = None  # None: a result written before energy was measured
     distributed: dict[str, Any] | None = None
+    server_metrics: ServerMetrics | None = None  # None: not asked (`server_metrics = "off"`)
+    sut_memory: dict[str, Any] | None = None  # peak host RSS and GPU memory (`record.memory`)
+    endpoint: dict[str, Any] | None = None  # what the endpoint said of itself, its round trip
 
     @property
     def valid(self) -> bool:
@@ -101,6 +112,12 @@ class RunResult:
             doc["energy"] = self.energy.as_dict()
         if self.distributed is not None:
             doc["distributed"] = self.distributed
+        if self.server_metrics is not None:
+            doc["server_metrics"] = self.server_metrics.as_dict()
+        if self.sut_memory is not None:
+            doc["sut_memory"] = self.sut_memory
+        if self.endpoint is not None:
+            doc["endpoint"] = self.endpoint
         return doc
 
     @classmethod
@@ -121,6 +138,10 @@ class RunResult:
             workers=doc.get("workers"),
             energy=EnergyFigures.from_dict(doc["energy"]) if "energy" in doc else None,
             distributed=doc.get("distributed"),
+            server_metrics=ServerMetrics.from_dict(doc["server_metrics"])
+            if isinstance(doc.get("server_metrics"), dict) else None,
+            sut_memory=doc.get("sut_memory"),
+            endpoint=doc.get("endpoint"),
         )
 
 
@@ -145,7 +166,10 @@ def write_result(out_dir: Path, result: RunResult) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / RESULT_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
+    with open(tmp, "w") as out:  # on disk before it takes the name (a crash, a power cut)
+        out.write(json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
     os.replace(tmp, path)
     return path
 
@@ -155,8 +179,8 @@ def read_result(path: Path) -> RunResult:
     if path.is_dir():
         path = path / RESULT_FILE
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        doc = safe_tree(json.loads(path.read_text()))  # a file from outside: no lone surrogates
+    except (OSError, ValueError) as exc:
         raise ResultError(f"{path}: cannot read result: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema_version") not in _READABLE:
         raise ResultError(f"{path}: not a loadgen result of schema version "

@@ -9,9 +9,10 @@ from loadgen.judge.stats import LatencySummary, RunStats
 from loadgen.report.energy import energy_lines
 from loadgen.report.result import RunResult
 from loadgen.report.rows import write_summary_csv
+from loadgen.report.serversummary import server_lines
 from loadgen.report.tokensummary import token_lines
 
-__all__ = ["SUMMARY_FILE", "render_summary", "write_summary"]
+__all__ = ["SUMMARY_FILE", "adjusted_line", "render_summary", "write_summary"]
 
 SUMMARY_FILE = "summary.txt"
 _RULE = "=" * 64
@@ -26,7 +27,19 @@ def _latency_block(title: str, summary: LatencySummary) -> list[str]:
     if not summary.count:
         return []
     cells = "  ".join(f"{k}={getattr(summary, k) / 1e6:.3f}" for k in _ORDER)
-    return [f"{title} (ms, n={summary.count}):", f"  {cells}"]
+    adjusted = summary.error_adjusted or {}
+    same = all(v == getattr(summary, k, v) for k, v in adjusted.items())
+    return [f"{title} (ms, n={summary.count}):", f"  {cells}",
+            *([] if same else adjusted_line(adjusted))]
+
+
+def adjusted_line(adjusted: dict[str, int | None] | None, indent: str = "  ") -> list[str]:
+    """The error-adjusted percentiles (failed and unfinished as infinite), if any differ."""
+    if not adjusted:
+        return []
+    cells = "  ".join(f"{k}={'inf' if v is None else f'{v / 1e6:.3f}'}"
+                      for k, v in adjusted.items())
+    return [f"{indent}error-adjusted (failed and unfinished as infinite): {cells}"]
 
 
 def render_summary(result: RunResult) -> str:
@@ -68,6 +81,7 @@ def render_summary(result: RunResult) -> str:
     lines += _latency_block("Latency from send", r.service_latency_ns)
     lines += _latency_block("Issue lag", r.issue_lag_ns)
     lines += token_lines(result)
+    lines += server_lines(result)
     if r.components_ns:
         lines += ["", "Components (p50 / p99 ms, share of mean end-to-end):"]
         for name, c in r.components_ns.items():
@@ -79,6 +93,7 @@ def render_summary(result: RunResult) -> str:
         lags = "  ".join(f"#{p['index']} {p['queries']}q lag p99 {p['issue_lag_ns']['p99'] / 1e6:.3f}"
                          for p in w["per_worker"])
         lines += ["", f"Load processes: {w['count']} ({w['split']}); {lags} ms"]
+        lines += [_harness_cost(w)]
     if result.distributed:
         d = result.distributed
         lost = "; ".join(f"LOST #{x['index']} on {x['host']} ({x['missing']} queries missing)"
@@ -96,6 +111,18 @@ def render_summary(result: RunResult) -> str:
         lines += ["", "Warnings:"] + [f"  - {w}" for w in v.warnings]
     lines.append(_RULE)
     return "\n".join(lines) + "\n"
+
+
+def _harness_cost(w: dict[str, Any]) -> str:
+    """What the load processes and the driver cost: CPU share and start slack of each."""
+    def slack(p: dict[str, Any]) -> str:
+        ns = p.get("start_slack_ns")
+        return "" if ns is None else f", slack {ns / 1e6:.1f} ms"
+
+    each = "  ".join(f"#{p['index']} cpu {p['cpu_share']:.0%}{slack(p)}" for p in w["per_worker"])
+    driver = w.get("driver")
+    return f"Harness   : {each}" + ("" if driver is None
+                                      else f"; driver cpu {driver['cpu_share']:.0%}")
 
 
 def _why_most_failed(r: RunStats) -> list[str]:

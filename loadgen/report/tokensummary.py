@@ -11,7 +11,7 @@ from loadgen.report.result import RunResult
 __all__ = ["TOKEN_COLUMNS", "token_lines", "token_rows"]
 
 TOKEN_COLUMNS = ("metric", "n", "p50 (ms)", "p90 (ms)", "p99 (ms)", "mean (ms)", "max (ms)",
-                 "p99 from send (ms)")
+                 "p99 from send (ms)", "p99 error-adjusted (ms)")
 """The columns of `token_rows` (a row without a send view leaves the last empty)."""
 _ROWS = (("TTFT", "ttft_ns"), ("TTFO", "ttfo_ns"), ("E2E", "e2e_ns"), ("TPOT", "tpot_ns"),
          ("ITL", "itl_ns"), ("chunk gap", "chunk_gap_ns"), ("E2E/token", "normalized_latency_ns"),
@@ -31,8 +31,15 @@ def _row(name: str, v: ViewedSummary) -> str:
 def _latency_lines(ts: TokenStats) -> list[str]:
     lines = ["", ("Token latencies (ms, from schedule)     p50       p90       p99      mean"
                  "       max")]
-    lines += [_row(name, ts.latencies[key]) for name, key in _ROWS
-              if ts.latencies[key].summary["count"]]
+    for name, key in _ROWS:
+        v = ts.latencies[key]
+        if v.summary["count"]:
+            lines.append(_row(name, v))
+            if v.error_adjusted and v.error_adjusted != {k: v.summary[k]
+                                                         for k in v.error_adjusted}:
+                cells = "  ".join(f"{k} {'inf' if x is None else f'{x / 1e6:.3f}'}"
+                                  for k, x in v.error_adjusted.items())
+                lines.append(f"    error-adjusted (failed as infinite): {cells}")
     return lines
 
 
@@ -49,6 +56,15 @@ def _count_lines(ts: TokenStats) -> list[str]:
     if d["compared"]:
         lines.append(f"            client vs server count: {d['compared']} compared, "
                      f"{d['mismatched']} differ, {100 * d['relative']:.2f}% apart in all")
+    cache, reasoning = t.cache, t.reasoning
+    if cache["requests_reporting"]:
+        achieved = cache["hit_rate"]["achieved"] or 0.0
+        lines.append(f"            prefix cache: {100 * achieved:.2f}% of prompt tokens cached "
+                     f"({cache['cached_tokens_total']} of {cache['prompt_tokens_reporting']}, "
+                     f"{cache['requests_reporting']} requests reporting)")
+    if reasoning.get("requests_reporting"):
+        lines.append(f"            reasoning: {reasoning['reasoning_tokens_total']} tokens "
+                     f"({reasoning['requests_reporting']} requests reporting)")
     return lines
 
 
@@ -112,5 +128,7 @@ def token_rows(result: RunResult) -> list[dict[str, object]]:
         row |= {f"{k} (ms)": v.summary[k] / 1e6 for k in ("p50", "p90", "p99", "mean", "max")}
         if v.from_send is not None:
             row["p99 from send (ms)"] = v.from_send["p99"] / 1e6
+        adjusted = (v.error_adjusted or {}).get("p99", v.summary["p99"])
+        row["p99 error-adjusted (ms)"] = "inf" if adjusted is None else adjusted / 1e6
         rows.append(row)
     return rows

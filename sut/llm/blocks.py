@@ -36,7 +36,7 @@ class BlockManager:
         self._refs = [0] * num_blocks
         self._hash_of: list[bytes | None] = [None] * num_blocks
         self._cached: dict[bytes, int] = {}
-        self.hits = self.queries = 0  # prefix-cache blocks found / looked for
+        self.hits = self.queries = 0  # prefix-cache tokens found / looked up (vLLM's counts)
 
     @property
     def num_free(self) -> int:
@@ -101,7 +101,8 @@ class BlockManager:
             self._hash_of[block] = block_hash
 
     def count_lookup(self, looked: int, found: int) -> None:
-        """Account one admission's prefix-cache lookup (for the hit rate)."""
+        """Account one request's prefix-cache lookup in tokens, as vLLM counts it: `looked`
+        is the prompt's length, `found` the tokens served from the cache."""
         self.queries += looked
         self.hits += found
 

@@ -11,6 +11,13 @@ for prefix caching, and hand each request its `Delta` through its callback, on t
 an asyncio caller forwards it with `loop.call_soon_threadsafe`. The waiting queue is bounded
 (`max_waiting`): one more request raises `Overloaded` (a 429 on the wire).
 
+Failures stay with their requests: a request that can never run (token ids outside the
+vocabulary, non-finite sampling values) is refused by `submit`; a step whose run raises ends
+only the requests in it (reason `error`), and the engine goes on. Only a failure of the loop
+itself, or `MAX_FAILED_STEPS` failed steps in a row (a lost device), stops the engine: every
+request then ends with the error, `alive` turns False, `failure` says why, and each callback
+given to `watch` is called once.
+
 `observer`, when given, sees every step (`step(record)`) and every finished request
 (`finished(timings, token_ns, reason)`): the metrics hook. The last `trace_steps` step records are
 kept for the per-step trace.
@@ -21,11 +28,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import math
 import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from collections.abc import Sequence as Seq
 from typing import Any, Protocol
 
@@ -40,9 +48,10 @@ from sut.llm.scheduler import Scheduler, StepPlan
 from sut.llm.sequence import Delta, RequestTimings, SamplingParams, Sequence
 from sut.llm.tokenizer import BOS
 
-__all__ = ["EngineObserver", "LLMEngine"]
+__all__ = ["MAX_FAILED_STEPS", "EngineObserver", "LLMEngine"]
 
 _log = logging.getLogger(__name__)
+MAX_FAILED_STEPS = 3
 
 
 class EngineObserver(Protocol):
@@ -78,6 +87,11 @@ class LLMEngine:
         self._live: dict[int, Sequence] = {}
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self.vocab_size = kv_shape(runner.model).vocab_size
+        self.failure: str | None = None
+        self._failed_steps = 0
+        self._watchers: list[Callable[[str | None], None]] = []
+        self._ended = False
 
     @classmethod
     def build(cls, model_name: str, config: EngineConfig,
@@ -119,6 +133,7 @@ class LLMEngine:
             raise ModelLoadError(f"{self.model_name}: the warm-up failed: {reason}")
         self.steps = 0
         self.trace.clear()
+        self.blocks.queries = self.blocks.hits = 0
         self.observer = observer
 
     def stop(self) -> None:
@@ -128,6 +143,22 @@ class LLMEngine:
             self._lock.notify()
         if self._thread is not None:
             self._thread.join(60)
+
+    @property
+    def alive(self) -> bool:
+        """The step loop runs and takes requests (started, not stopped, not failed)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and not self._stopping
+
+    def watch(self, on_stopped: Callable[[str | None], None]) -> None:
+        """Call `on_stopped(failure)` once when the loop ends (failure None: `stop` was
+        asked); at once when it has already ended. Called on the engine thread."""
+        with self._lock:
+            ended = self._ended
+            if not ended:
+                self._watchers.append(on_stopped)
+        if ended:
+            on_stopped(self.failure)
 
     @property
     def num_waiting(self) -> int:
@@ -181,10 +212,13 @@ class LLMEngine:
         if self.blocks.blocks_for(longest) > self.blocks.num_blocks:
             raise InvalidInput(f"{longest} tokens need more than the"
                                f" {self.blocks.num_blocks} KV blocks of the cache")
-        if params.temperature < 0 or not 0 < params.top_p <= 1 or params.top_k < 0 \
-                or params.min_tokens < 0:
-            raise InvalidInput("want temperature >= 0, 0 < top_p <= 1, top_k >= 0,"
+        if not (0 <= params.temperature < math.inf and 0 < params.top_p <= 1) \
+                or params.top_k < 0 or params.min_tokens < 0:
+            raise InvalidInput("want 0 <= temperature < inf, 0 < top_p <= 1, top_k >= 0,"
                                " min_tokens >= 0")
+        if min(prompt) < 0 or max(prompt) >= self.vocab_size:
+            raise InvalidInput(f"prompt: token ids must be in [0, {self.vocab_size}),"
+                               f" got {min(prompt)}..{max(prompt)}")
 
     # -- the engine thread ---------------------------------------------------------------
 
@@ -194,9 +228,13 @@ class LLMEngine:
                 self._step()
         except Exception as exc:  # noqa: BLE001 (every request learns the engine died)
             _log.exception("the engine loop failed; every request ends with an error")
-            self._fail_all(f"{type(exc).__name__}: {exc}")
-            return
-        self._fail_all(None)
+            self.failure = f"{type(exc).__name__}: {exc}"
+        self._fail_all(self.failure)
+        with self._lock:
+            self._ended = True
+            watchers, self._watchers = self._watchers, []
+        for on_stopped in watchers:
+            on_stopped(self.failure)
 
     def _intake(self) -> bool:
         """Take new requests and cancellations; wait while idle; False once stopping."""
@@ -227,22 +265,52 @@ class LLMEngine:
         for seq, _ in plan.work:
             if not seq.scheduled_ns:
                 seq.scheduled_ns = began
-        picked, forward_ns = self.runner.step(plan.work)
+        try:
+            picked, forward_ns = self.runner.step(plan.work)
+        except Exception as exc:  # noqa: BLE001 (the step's requests fail, not the engine)
+            self._fail_step(plan, exc)
+            return
+        self._failed_steps = 0
         now = time.perf_counter_ns()
         tokens = iter(picked)
         for seq, count in plan.work:
-            seq.computed += count
-            self._register_full_blocks(seq)
-            if seq.computed == seq.num_tokens:
-                seq.append(next(tokens), now, self.max_model_len)
-                if seq.finish_reason is not None:
-                    self._live.pop(seq.request_id, None)
-                    self.scheduler.remove(seq)
-                    self._emit(seq, now)
-                    self._finished(seq, now)
-                    continue
-            self._emit(seq, now)
+            try:
+                self._advance(seq, count, tokens, now)
+            except Exception as exc:  # noqa: BLE001 (one request's failure is its own)
+                _log.exception("request %d failed after its step", seq.request_id)
+                self._drop(seq, f"{type(exc).__name__}: {exc}")
         self._record(plan, began, forward_ns)
+
+    def _advance(self, seq: Sequence, count: int, tokens: Iterator[int], now: int) -> None:
+        """Count `seq`'s computed tokens, take its sampled token, emit, retire it if done."""
+        seq.computed += count
+        self._register_full_blocks(seq)
+        if seq.computed == seq.num_tokens:
+            seq.append(next(tokens), now, self.max_model_len)
+            if seq.finish_reason is not None:
+                self._live.pop(seq.request_id, None)
+                self.scheduler.remove(seq)
+                self._emit(seq, now)
+                self._finished(seq, now)
+                return
+        self._emit(seq, now)
+
+    def _fail_step(self, plan: StepPlan, exc: Exception) -> None:
+        """End every request of a step whose run raised; stop after MAX_FAILED_STEPS."""
+        self._failed_steps += 1
+        error = f"{type(exc).__name__}: {exc}"
+        _log.error("a step of %d requests failed (%d in a row): %s", len(plan.work),
+                   self._failed_steps, error)
+        for seq, _ in plan.work:
+            self._drop(seq, error)
+        if self._failed_steps >= MAX_FAILED_STEPS:
+            raise SutError(f"{self._failed_steps} steps failed in a row; last: {error}")
+
+    def _drop(self, seq: Sequence, error: str) -> None:
+        """End one request with `error` and free its blocks."""
+        if self._live.pop(seq.request_id, None) is not None:
+            self.scheduler.remove(seq)
+            self._finish(seq, "error", time.perf_counter_ns(), error)
 
     def _register_full_blocks(self, seq: Sequence) -> None:
         size = self.blocks.block_size
@@ -262,7 +330,7 @@ class LLMEngine:
     def _finish(self, seq: Sequence, reason: str, now: int, error: str | None = None) -> None:
         seq.finish_reason = reason
         seq.on_output(Delta(seq.request_id, "", 0, len(seq.prompt), len(seq.output), now,
-                            reason, error, seq.timings(now)))
+                            reason, error, seq.timings(now), seq.cached_tokens))
         self._finished(seq, now)
 
     def _finished(self, seq: Sequence, now: int) -> None:

@@ -1,13 +1,18 @@
-"""Prometheus metrics of the LLM engine, under vLLM's names where the meaning matches.
+"""Prometheus metrics of the LLM engine, under vLLM's (v1) names where the meaning matches.
 
-Registered into the registry the caller gives; label `model_name` as vLLM has it.
+Registered into the registry the caller gives; label `model_name` as vLLM has it. As in
+current vLLM, `time_per_output_token_seconds` observes every token gap (the older name of
+`inter_token_latency_seconds`) and `request_time_per_output_token_seconds` each request's
+mean; the prefix-cache counters are in tokens, a query being a request's prompt at its
+first admission (a preempted request's re-admission is not counted again).
 
     vllm:num_requests_running          sequences holding a seat and KV blocks (gauge)
     vllm:num_requests_waiting          requests queued, preempted ones included (gauge)
     vllm:kv_cache_usage_perc           fraction of KV blocks held, 0..1 (gauge)
     vllm:time_to_first_token_seconds   arrival -> first token (histogram)
     vllm:inter_token_latency_seconds   every gap between output tokens (histogram)
-    vllm:time_per_output_token_seconds per request, (finish - first token) / (N - 1)
+    vllm:time_per_output_token_seconds           every gap between output tokens (as ITL)
+    vllm:request_time_per_output_token_seconds   per request, (last - first token) / (N - 1)
     vllm:e2e_request_latency_seconds   arrival -> finish
     vllm:request_queue_time_seconds    arrival -> first scheduled
     vllm:request_prefill_time_seconds  first scheduled -> first token
@@ -63,7 +68,9 @@ class EngineMetrics:
 
         self.ttft = histogram("vllm:time_to_first_token_seconds", "Time to first token.")
         self.itl = histogram("vllm:inter_token_latency_seconds", "Inter-token latency.")
-        self.tpot = histogram("vllm:time_per_output_token_seconds",
+        self.tpot_token = histogram("vllm:time_per_output_token_seconds",
+                                    "Time per output token (every gap; as ITL).")
+        self.tpot = histogram("vllm:request_time_per_output_token_seconds",
                               "Mean time per output token of a request.")
         self.e2e = histogram("vllm:e2e_request_latency_seconds", "End-to-end latency.")
         self.queue = histogram("vllm:request_queue_time_seconds", "Time in the waiting queue.")
@@ -91,9 +98,8 @@ class EngineMetrics:
         blocks = self.engine.blocks
         queries, hits = blocks.queries, blocks.hits
         if (queries, hits) != self._seen:
-            size = blocks.block_size
-            self.prefix_queries.inc((queries - self._seen[0]) * size)
-            self.prefix_hits.inc((hits - self._seen[1]) * size)
+            self.prefix_queries.inc(queries - self._seen[0])
+            self.prefix_hits.inc(hits - self._seen[1])
             self._seen = (queries, hits)
 
     def finished(self, timings: RequestTimings, token_ns: Seq[int], reason: str) -> None:
@@ -104,6 +110,7 @@ class EngineMetrics:
             self.ttft.observe((token_ns[0] - timings.arrival_ns) / 1e9)
             for before, after in itertools.pairwise(token_ns):
                 self.itl.observe((after - before) / 1e9)
+                self.tpot_token.observe((after - before) / 1e9)
             if len(token_ns) > 1:
                 self.tpot.observe((token_ns[-1] - token_ns[0]) / (len(token_ns) - 1) / 1e9)
             self.queue.observe(timings.queue_ns / 1e9)

@@ -1,8 +1,9 @@
 """Pick the next token of each sequence from its logits: greedy, or seeded sampling.
 
-Greedy rows take the argmax. A sampled row applies temperature, top-k and top-p, then draws
-with a generator seeded from (the request's seed, the output position), so a sequence
-preempted and recomputed, or batched differently, draws the same tokens. EOS is masked where it
+Greedy rows take the argmax. A sampled row applies temperature, top-k and top-p in float64
+(any finite temperature divides safely; the likeliest token survives any top_p), then draws
+with a generator seeded from (the request's seed, the output position), folded to 64 bits, so
+a sequence preempted and recomputed, or batched differently, draws the same tokens. EOS is masked where it
 would not end the sequence (short of `min_tokens`, or `ignore_eos`), so every token but a
 closing EOS is text.
 """
@@ -33,7 +34,7 @@ def sample(logits: torch.Tensor, seqs: Seq[Sequence]) -> list[int]:
         return [int(t) for t in picked.tolist()]
     tokens = [int(t) for t in picked.tolist()]
     for row in random_rows:
-        tokens[row] = _draw(logits[row].float().cpu(), seqs[row])
+        tokens[row] = _draw(logits[row].double().cpu(), seqs[row])
     return tokens
 
 
@@ -47,7 +48,8 @@ def _draw(logits: torch.Tensor, seq: Sequence) -> int:
     if params.top_p < 1.0:
         ordered, order = torch.sort(probs, descending=True)
         keep = ordered.cumsum(0) - ordered < params.top_p
+        keep[0] = True  # the likeliest token stays, however small top_p is
         probs = torch.zeros_like(probs).scatter_(0, order[keep], ordered[keep])
     generator = torch.Generator().manual_seed(
-        (seq.params.seed or 0) * _SEED_STRIDE + len(seq.output))
+        ((seq.params.seed or 0) * _SEED_STRIDE + len(seq.output)) % 2**64)
     return int(torch.multinomial(probs, 1, generator=generator).item())

@@ -126,10 +126,10 @@ class Scheduler:
         fresh = self.blocks.blocks_for(cached + count) - len(hits)
         if not self.blocks.can_take(hits, fresh):
             return 0
-        self.blocks.count_lookup((seq.num_tokens - 1) // self.blocks.block_size, len(hits))
         seq.blocks = self.blocks.take(hits, fresh)
         seq.block_hashes = list(hashes)
         seq.computed = cached
-        if seq.preemptions == 0:
+        if seq.preemptions == 0:  # a re-admission is not a new query (vLLM counts it apart)
             seq.cached_tokens = cached
+            self.blocks.count_lookup(seq.num_tokens, cached)
         return count

@@ -81,6 +81,7 @@ class Delta:
     finish_reason: str | None = None
     error: str | None = None
     timings: RequestTimings | None = None
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache
 
     @property
     def finished(self) -> bool:
@@ -112,6 +113,10 @@ class Sequence:
     _sent_chars: int = 0
     _sent_tokens: int = 0
     _detok: Detokenizer = field(default_factory=Detokenizer)
+    _stop_reach: int = 0  # the longest stop string's length, measured once
+
+    def __post_init__(self) -> None:
+        self._stop_reach = max((len(s) for s in self.params.stop), default=0)
 
     @property
     def num_tokens(self) -> int:
@@ -147,8 +152,7 @@ class Sequence:
             self.finish_reason = "length"
 
     def _cut_at_stop(self, before: int) -> bool:
-        longest = max(len(s) for s in self.params.stop)
-        start = max(0, before - longest + 1)
+        start = max(0, before - self._stop_reach + 1)
         found = [i for i in (self.text.find(s, start) for s in self.params.stop) if i >= 0]
         if not found:
             return False
@@ -164,12 +168,13 @@ class Sequence:
             self.text += self._detok.flush()
         end = len(self.text)
         if self.finish_reason is None and self.params.stop:
-            end = max(self._sent_chars, end - max(len(s) for s in self.params.stop) + 1)
+            end = max(self._sent_chars, end - self._stop_reach + 1)
         text = self.text[self._sent_chars:end]
         self._sent_chars, self._sent_tokens = end, len(self.output)
         timings = None if self.finish_reason is None else self.timings(now_ns)
         return Delta(self.request_id, text, new_tokens, len(self.prompt), len(self.output),
-                     now_ns, self.finish_reason, timings=timings)
+                     now_ns, self.finish_reason, timings=timings,
+                     cached_tokens=self.cached_tokens)
 
     def timings(self, now_ns: int) -> RequestTimings:
         """This request's timings, finished at `now_ns`."""

@@ -3,13 +3,16 @@
 Order of a run, as the OIP server's: bind (health/live answers at once, ready answers 503),
 print `serving MODEL http=HOST:PORT`, load and warm the engine, print `ready MODEL`. On
 SIGTERM or SIGINT: refuse new requests (503), wait up to `drain_timeout_s` for streams in
-flight, close the listener, stop the engine. Connections are bounded as
+flight, close the listener, stop the engine. Should the engine stop by itself (a failed loop),
+readiness turns 503 at once and `serve_llm` shuts down and returns 1, so a supervisor restarts
+the process. Connections are bounded as
 `sut.server.connections` says; `ServerConfig`'s gRPC fields are not used.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Mapping
@@ -39,10 +42,11 @@ class LlmServer:
         self.config = config
         self.registry = CollectorRegistry() if registry is None else registry
         self.metrics = EngineMetrics(self.registry, engine)
-        self.state = ServingState(config.auth_token, self.registry)
+        self.state = ServingState(config, self.registry)
         self.connections = ConnectionCounts()
         self._runner: web.AppRunner | None = None
         self.http_port = 0
+        self._engine_stopped: asyncio.Future[str | None] | None = None
 
     @property
     def model_name(self) -> str:
@@ -58,13 +62,37 @@ class LlmServer:
     async def bind(self) -> None:
         """Listen (port 0: a free one); requests get 503 until `load`."""
         app = make_app(self.engine, self.state, self.config.max_body_bytes)
-        self._runner = await start_http(app, self.config, self.connections)
+        self._runner = await start_http(app, self.config, self.connections,
+                                        cancel_on_disconnect=True)
         self.http_port = int(self._runner.addresses[0][1])
 
     async def load(self) -> None:
         """Start and warm the engine (in a thread); ready afterwards."""
+        loop = asyncio.get_running_loop()
+        stopped: asyncio.Future[str | None] = loop.create_future()
+        self._engine_stopped = stopped
+
+        def settle(failure: str | None) -> None:
+            if not stopped.done():
+                stopped.set_result(failure)
+
+        def on_stopped(failure: str | None) -> None:  # on the engine thread
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(settle, failure)
+
         await asyncio.to_thread(self.engine.start)
+        self.engine.watch(on_stopped)
         self.state.ready = True
+
+    async def failed(self) -> str:
+        """Return (the reason) once the engine has stopped by itself; never while it runs
+        or after a stop that was asked for."""
+        if self._engine_stopped is None:
+            raise RuntimeError("failed() before load()")
+        failure = await self._engine_stopped
+        if failure is None:
+            await asyncio.Event().wait()  # asked to stop: not a failure; wait to be cancelled
+        return str(failure)
 
     async def stop(self) -> None:
         """Refuse new requests, wait (bounded) for those in flight, close, stop the engine."""
@@ -80,7 +108,8 @@ class LlmServer:
 def serve_llm(model: str, options: Mapping[str, str], config: ServerConfig) -> int:
     """Build the engine for `model` with the `key=value` knobs and serve it until a signal."""
     engine = LLMEngine.build(model, parse_engine_options(options))
-    return asyncio.run(serve(LlmServer(engine, config), announce))
+    server = LlmServer(engine, config)
+    return asyncio.run(serve(server, announce, server.failed))
 
 
 class LlmServerThread:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 import grpc  # type: ignore[import-untyped]
@@ -118,13 +119,18 @@ class Servable(Protocol):
         """Drain (bounded) and close."""
 
 
-async def serve(server: Servable, announce: Callable[[str], None] = print) -> int:
-    """Run `server` until SIGTERM or SIGINT, then shut it down gracefully; returns 0."""
+async def serve(server: Servable, announce: Callable[[str], None] = print,
+                failed: Callable[[], Awaitable[str]] | None = None) -> int:
+    """Run `server` until SIGTERM or SIGINT, then shut it down gracefully; returns 0.
+
+    `failed`, when given, returns (a reason) once the loaded server can no longer serve: it
+    is then shut down, `failed MODEL: reason` is printed to stderr, and 1 is returned."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     stopped = asyncio.ensure_future(stop.wait())
+    broken: asyncio.Future[str] | None = None
     try:
         await server.bind()
         announce(server.banner)
@@ -133,12 +139,20 @@ async def serve(server: Servable, announce: Callable[[str], None] = print) -> in
         await load  # a model still loading when the signal came finishes first
         if not stopped.done():
             announce(f"ready {server.model_name}")
-            await stopped
+            if failed is not None:
+                broken = asyncio.ensure_future(failed())
+            await asyncio.wait({stopped} | ({broken} if broken else set()),
+                               return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopped.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await server.stop()
+    if broken is not None and broken.done():
+        print(f"failed {server.model_name}: {broken.result()}", file=sys.stderr, flush=True)
+        return 1
+    if broken is not None:
+        broken.cancel()
     return 0
 
 

@@ -184,10 +184,12 @@ class _Guard(asyncio.Protocol):
 
 
 async def start_http(app: web.Application, cfg: ServerConfig,
-                     connections: ConnectionCounts) -> web.AppRunner:
+                     connections: ConnectionCounts,
+                     cancel_on_disconnect: bool = False) -> web.AppRunner:
     """Serve `app` on `cfg`'s HTTP host and port (TLS when it names a certificate), each
     connection guarded and counted in `connections`; returns the runner (its `addresses`
-    hold the bound port, its `cleanup` closes it)."""
+    hold the bound port, its `cleanup` closes it). With `cancel_on_disconnect` a handler is
+    cancelled as soon as its client goes away (aiohttp's handler cancellation)."""
     tls = None
     if cfg.tls_cert is not None and cfg.tls_key is not None:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -195,7 +197,8 @@ async def start_http(app: web.Application, cfg: ServerConfig,
     app.middlewares.append(watch)
     # aiohttp's own keep-alive close is a backstop: the guard closes (and counts) first
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=cfg.drain_timeout_s,
-                           keepalive_timeout=cfg.idle_timeout_s + cfg.read_timeout_s)
+                           keepalive_timeout=cfg.idle_timeout_s + cfg.read_timeout_s,
+                           handler_cancellation=cancel_on_disconnect)
     await runner.setup()
     try:
         await GuardedSite(runner, cfg, connections, ssl_context=tls).start()

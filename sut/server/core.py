@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import hmac
 import importlib.metadata
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "SERVER_NAME", "ServerConfig", "ServerCore"]
 
 SERVER_NAME = "loadgen-sut"
+_log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
 
 
@@ -132,7 +134,12 @@ class ServerCore:
         """Raise Unauthorized unless `header` is `Bearer <token>` (or auth is off)."""
         if self._token is None:
             return
-        if header is None or not hmac.compare_digest(header.encode(), self._token):
+        try:
+            given = (header or "").encode("ascii")
+        except UnicodeEncodeError:
+            _log.warning("refused a request whose Authorization header is not ASCII")
+            given = b""
+        if not hmac.compare_digest(given, self._token):
             raise Unauthorized("missing or wrong bearer token (Authorization: Bearer <token>)")
 
     def model(self, name: str, version: str = "") -> ModelMetadata:

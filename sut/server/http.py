@@ -14,7 +14,8 @@
                                                   knob -> value; answers the knobs in force
     GET  /metrics                                 Prometheus text
 
-Every error is `{"error": message}` with the status `sut.server.errors` gives. With a
+Every error is `{"error": message}` with the status `sut.server.errors` gives. JSON answers
+are strict: an output holding NaN or infinity is a 500 naming it unless sent as binary data. With a
 token set, every path but the two health checks needs `Authorization: Bearer <token>`.
 """
 
@@ -24,12 +25,15 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from collections.abc import Set as AbstractSet
+from typing import Any
 
+import numpy as np
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 import oipwire as p
-from sut.errors import InvalidInput
+from sut.errors import InvalidInput, SutError
 from sut.server.core import ServerCore
 from sut.server.errors import PayloadTooLarge, Unavailable, answer_for
 
@@ -133,10 +137,7 @@ async def _model_config(request: web.Request) -> web.Response:
 
 async def _repository_index(request: web.Request) -> web.Response:
     body = await request.read()
-    try:
-        options = json.loads(body) if body.strip() else {}
-    except ValueError:  # json.JSONDecodeError, UnicodeDecodeError
-        raise InvalidInput("the body is not JSON") from None
+    options = _json(body) if body.strip() else {}
     ready = options.get("ready", False) if isinstance(options, dict) else None
     if not isinstance(ready, bool):
         raise InvalidInput('want an empty body or a JSON object such as {"ready": true}')
@@ -148,11 +149,17 @@ async def _batcher_knobs(request: web.Request) -> web.Response:
 
 
 async def _retune(request: web.Request) -> web.Response:
+    knobs = _json(await request.read())
+    return web.json_response(request.app[CORE].retune(*_named(request), knobs))
+
+
+def _json(body: bytes) -> Any:
     try:
-        knobs = await request.json()
+        return json.loads(body)
     except ValueError:  # json.JSONDecodeError, UnicodeDecodeError
         raise InvalidInput("the body is not JSON") from None
-    return web.json_response(request.app[CORE].retune(*_named(request), knobs))
+    except RecursionError:
+        raise InvalidInput("the body is JSON nested too deep") from None
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -175,5 +182,18 @@ async def _infer(request: web.Request) -> web.Response:
         raise PayloadTooLarge(f"body is over the {limit}-byte bound") from None
     req = p.decode_request(body, request.headers.get(p.HEADER_LENGTH))
     resp = await core.infer(meta, req, began)
-    data, headers = p.encode_response(resp, p.binary_outputs_requested(req))
+    binary = p.binary_outputs_requested(req)
+    _check_finite(resp, binary)
+    data, headers = p.encode_response(resp, binary)
     return web.Response(body=data, headers=headers)
+
+
+def _check_finite(resp: p.InferResponse, binary: AbstractSet[str] | bool) -> None:
+    """JSON has no NaN or infinity (strict parsers refuse them): an output that holds one and
+    would travel as JSON is a clear error instead; as binary data it travels as it is."""
+    for tensor in resp.outputs:
+        as_binary = binary if isinstance(binary, bool) else tensor.name in binary
+        if not as_binary and tensor.data.dtype.kind in "fc" \
+                and not np.isfinite(tensor.data).all():
+            raise SutError(f"output {tensor.name!r} holds NaN or infinity, which JSON cannot"
+                           " carry; ask for it as binary data (binary_data_output)")

@@ -1,4 +1,5 @@
-"""The GPU path on a CUDA device: pinned staging, a stream per worker, CUDA-event timings, fp16/bf16.
+"""The GPU path on a CUDA device: pinned staging, a stream per worker, CUDA-event timings,
+fp16/bf16; the pipelined instances, CUDA graphs against eager, pinned blocks lent and reused.
 
 Every test here needs a CUDA GPU and is skipped without one (marker `cuda`);
 `scripts/gpu_checks.sh` runs them with `pytest -m cuda`.
@@ -18,10 +19,13 @@ import torch
 
 from loadgen.api import run_test
 from loadgen.plan.settings import settings_from_mapping
+from sut.cudalaunch import CudaLauncher
+from sut.forward import Forward
+from sut.graphs import TOLERANCE, GraphSet
 from sut.models import LoadedModel, load_model
 from sut.service import InferenceService, InferResult
 from sut.workers import PRECISIONS, Executor
-from tests.sut.test_service import serve
+from tests.sut.test_service import serve, submitted
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -113,6 +117,8 @@ def test_the_service_serves_on_every_gpu_with_two_workers_each(precision: str) -
                                   instances="2")
     expected = "fp32" if precision == "bf16" and not torch.cuda.is_bf16_supported() else precision
     assert info["precision"] == expected, info["precision_note"]
+    assert info["pipelined"] and info["cuda_graphs"], info["executor_note"]
+    assert info["executor"].startswith("pipelined (3-slot ring), CUDA graphs (buckets 1-8)")
     assert info["device"] == [f"cuda:{i}" for i in range(torch.cuda.device_count())]
     assert info["workers"] == 2 * torch.cuda.device_count() and info["cuda_devices"]
     loaded = load_model("mlp", {}, 0)
@@ -127,6 +133,7 @@ def test_a_gpu_run_with_energy_on_measures_the_gpu() -> None:
         "warmup_s": 0.0, "energy_sample_hz": 20.0, "energy_idle_s": 0.5})
     result = run_test(settings, "builtin:mlp,device=cuda,max_batch_size=256")
     assert result.stats.errors == 0 and result.sut["device"][0].startswith("cuda")
+    assert "CUDA graphs (buckets 1-256)" in result.sut["executor"]  # lent blocks, graphs
     energy = result.energy
     assert energy is not None
     if importlib.util.find_spec("pynvml") is None:
@@ -137,3 +144,81 @@ def test_a_gpu_run_with_energy_on_measures_the_gpu() -> None:
     assert gpus and all(d.joules is not None and d.joules > 0 for d in gpus)
     assert energy.avg_w is not None and energy.avg_w > 0 and energy.joules_per_query
     assert energy.idle_w is not None and energy.idle_w > 0
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn", "transformer"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
+def test_graphs_answer_as_eager_does_at_each_precision_and_bucket(model: str,
+                                                                  precision: str) -> None:
+    loaded = load_model(model, {}, 0)
+    device = torch.device("cuda:0")
+    forward = Forward(copy.deepcopy(loaded.module).to(device=device,
+                                                     dtype=PRECISIONS[precision]),
+                      precision, loaded.outputs)
+    rows = loaded.dataset.sample_inputs(np.arange(16))
+    sample = [rows[s.name] for s in loaded.inputs]
+    graphs = GraphSet.capture(forward, device, sample, 16)
+    assert graphs.buckets == (1, 2, 4, 8, 16)
+    stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+    with torch.inference_mode(), torch.cuda.stream(stream):
+        for count in (1, 3, 5, 16):  # exact buckets, and rows padded up to one
+            bucket = graphs.bucket(count)
+            assert bucket is not None and bucket >= count
+            given = [torch.from_numpy(a[16 - count:]).to(device) for a in sample]
+            got = graphs.run(bucket, given)[0][:count].float().cpu()
+            want = forward(given)[0].float().cpu()
+            scale = max(1.0, float(want.abs().max()))
+            assert float((got - want).abs().max()) <= TOLERANCE[precision] * scale
+    assert graphs.bucket(17) is None
+
+
+def test_each_instance_has_its_own_streams_and_pinned_blocks_are_reused() -> None:
+    async def body(s: InferenceService) -> tuple[list[CudaLauncher], list[int], bool]:
+        assert s._instances is not None
+        launchers = [x for x in s._instances.launchers if isinstance(x, CudaLauncher)]
+        pointers = []
+        pinned = True
+        for i in range(3):
+            lent = s.lend(8)
+            assert lent is not None
+            pinned = pinned and lent.tensors["input"].is_pinned()
+            pointers.append(lent.tensors["input"].data_ptr())
+            np.copyto(lent.arrays["input"], s.sample_inputs(np.arange(i, i + 8))["input"])
+            result = await submitted(s, lent.arrays, lent=lent)
+            assert isinstance(result, InferResult)
+        return launchers, pointers, pinned
+
+    launchers, pointers, pinned = serve("mlp", body, device="cuda:0", instances="2")
+    assert len(launchers) == 2 and pinned
+    streams = {st.cuda_stream for x in launchers for st in x.streams}
+    assert len(streams) == 6
+    assert torch.cuda.default_stream(torch.device("cuda:0")).cuda_stream not in streams
+    assert len(set(pointers)) == 1  # each block came back before the next lend
+
+
+@pytest.mark.parametrize("graphs", ["true", "false"])
+def test_the_pipeline_answers_every_batch_size_correctly(graphs: str) -> None:
+    async def body(s: InferenceService) -> tuple[dict[str, Any], list[Any]]:
+        xs = [s.sample_inputs(np.arange(i, i + 1 + i % 32)) for i in range(200)]
+        results = await asyncio.gather(*(s.infer(x) for x in xs))
+        return s.describe(), list(zip(xs, results, strict=True))
+
+    info, pairs = serve("mlp", body, device="cuda:0", max_batch_size="32",
+                        max_queue_delay_us="200", cuda_graphs=graphs)
+    assert info["cuda_graphs"] is (graphs == "true")
+    loaded = load_model("mlp", {}, 0)
+    for x, result in pairs:
+        _close(result.outputs["output"], _reference(loaded, x["input"]), "fp32")
+        assert result.timings_ns["compute"] > 0
+
+
+def test_a_model_graphs_cannot_hold_runs_eager_and_says_why() -> None:
+    async def body(s: InferenceService) -> tuple[dict[str, Any], InferResult]:
+        x = np.ones((3, 4), np.float32)
+        return s.describe(), await s.infer({"input": x})
+
+    info, result = serve("import:tests.sut.user_models:syncs", body, device="cuda:0",
+                         input_shape="4")
+    assert info["pipelined"] and not info["cuda_graphs"]
+    assert "CUDA graphs off, eager used" in info["executor_note"]
+    assert result.outputs["output"].tolist() == [[2.0] * 4] * 3

@@ -83,3 +83,16 @@ def bad_shape() -> nn.Module:
     module = Echo()
     module.input_specs = (("x", "FP32", (-1, -4)),)  # type: ignore[assignment]
     return module
+
+
+class Syncs(nn.Module):
+    """Reads a value back to the host in its forward: runs eagerly, but no CUDA graph holds it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if float(x.abs().sum()) < 0:  # never true; the read is the point
+            raise AssertionError("negative absolute sum")
+        return x * 2
+
+
+def syncs() -> nn.Module:
+    return Syncs()

@@ -42,7 +42,8 @@ from typing import cast
 from loadgen.adapters.wire.pool import ConnectionPool, Failure
 from loadgen.adapters.wire.queueing import Tag
 
-__all__ = ["CHUNKED", "TO_CLOSE", "Chunked", "HttpPool", "fetch", "not_http1", "parse_head",
+__all__ = ["CHUNKED", "TO_CLOSE", "Chunked", "HttpPool", "fetch", "header_value", "not_http1",
+           "parse_head",
            "request_bytes"]
 
 MAX_HEAD = 64 << 10
@@ -75,6 +76,11 @@ def _value(head: bytes | bytearray, name: bytes) -> bytes | None:
         return None
     j = head.find(b"\r\n", i + 2)
     return bytes(head[i + len(name):j] if j >= 0 else head[i + len(name):]).strip()
+
+
+def header_value(raw: bytes | bytearray, name: bytes) -> bytes | None:
+    """The value of header `name` (lower case, no colon) in a response head, or None."""
+    return _value(raw.lower(), b"\r\n" + name + b":")
 
 
 def _number(head: bytes | bytearray, name: bytes) -> int:

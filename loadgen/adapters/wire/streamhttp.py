@@ -1,8 +1,9 @@
 """HTTP/1.1 streamed responses on asyncio Protocols, each read stamped before it is parsed.
 
 A `StreamConnection` carries one request at a time (`pool.ConnectionPool` feeds it) and
-hands the response body on *as it arrives*, to the request's `StreamHandler`:
-`body(status, data, now_ns)` once per socket read with the body bytes that read completed,
+hands the response body on *as it arrives*, to the request's `StreamHandler`: `sent(now_ns,
+connection)` as the request goes on the wire, `started(status, content_type, now_ns)` at
+the response's head, `body(status, data, now_ns)` once per socket read with the body bytes that read completed,
 `now_ns` being `perf_counter_ns()` taken first thing in `data_received`; then `finish(now_ns,
 framed)` when the response ends, or `fail(now_ns, kind, detail)` when it cannot.
 
@@ -21,7 +22,14 @@ import ssl
 import time
 from typing import Protocol, cast
 
-from loadgen.adapters.wire.fasthttp import CHUNKED, MAX_CHUNK_LINE, MAX_HEAD, TO_CLOSE, parse_head
+from loadgen.adapters.wire.fasthttp import (
+    CHUNKED,
+    MAX_CHUNK_LINE,
+    MAX_HEAD,
+    TO_CLOSE,
+    header_value,
+    parse_head,
+)
 from loadgen.adapters.wire.pool import ConnectionPool
 
 __all__ = ["StreamConnection", "StreamHandler", "StreamPool"]
@@ -39,6 +47,13 @@ HEX_SIZES = {b"%x" % size: size for size in range(1, 4096)}
 
 class StreamHandler(Protocol):
     """The request side of one streamed exchange (the pool's tag)."""
+
+    def sent(self, now_ns: int, connection: StreamConnection) -> None:
+        """The request went on the wire at `now_ns` (after any wait for a free connection),
+        on `connection` (whose `abort` ends the exchange early)."""
+
+    def started(self, status: int, content_type: bytes | None, now_ns: int) -> None:
+        """The response's final head arrived: its status and Content-Type (None if absent)."""
 
     def body(self, status: int, data: bytes, now_ns: int) -> None:
         """Body bytes completed by the read stamped `now_ns`."""
@@ -77,6 +92,7 @@ class StreamConnection(asyncio.Protocol):
     def send(self, tag: StreamHandler, payload: bytes) -> None:
         self.tag, self.mode, self.buf = tag, HEAD, b""
         self.sent_ns = time.perf_counter_ns()
+        tag.sent(self.sent_ns, self)
         self.transport.write(payload)  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
@@ -116,6 +132,9 @@ class StreamConnection(asyncio.Protocol):
                 self._head(rest, now)
             return
         self.status = status
+        self.tag.started(status, header_value(buf[:end], b"content-type"), now)  # type: ignore[union-attr]
+        if self.tag is None:  # the handler aborted on the head
+            return
         if length == CHUNKED:
             self.mode, self.left = CHUNKED, 0
         elif length == TO_CLOSE:
@@ -237,6 +256,8 @@ class StreamConnection(asyncio.Protocol):
 
     def _finish(self, now: int, framed: bool) -> None:
         tag, self.tag = self.tag, None
+        if tag is None:  # its handler aborted the exchange earlier in this read
+            return
         self.mode, self.buf = HEAD, b""
         self.served += 1
         pool = self.pool
@@ -246,7 +267,7 @@ class StreamConnection(asyncio.Protocol):
             pool._next(self)
         elif transport is not None:
             transport.close()
-        tag.finish(now, framed)  # type: ignore[union-attr]
+        tag.finish(now, framed)
 
     def abort(self, kind: str, now_ns: int, detail: str | None = None) -> None:
         """Fail the request in flight (if any) with `kind` and drop the connection."""

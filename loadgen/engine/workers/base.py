@@ -2,13 +2,15 @@
 
 A worker (one load process or one Ray actor) builds its SUT from the spec,
 reports `ready`, answers clock pings, waits to be released at its own
-deadline (on its own clock), streams `report`s as the run goes (cumulative:
-the latest one stands for everything before it), a light `progress` between
-them (its counters and running glance, for live displays) and ends with `done`.
+deadline (on its own clock), says `started` with its start slack, streams
+`report`s as the run goes (each what its tally gained since the last one,
+`record.deltas`), a light `progress` between them (its counters and running
+glance, for live displays) and ends with `done` (the last gain, and its cost).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -16,16 +18,17 @@ from typing import Any, Protocol
 from loadgen.errors import LoadgenError
 from loadgen.plan.plan import RunPlan
 
-__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "WORKERS_DIR", "Engine", "Message",
-           "Placement", "Worker", "WorkerLost"]
+__all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "STARTED", "WORKERS_DIR", "Engine",
+           "Message", "Placement", "Worker", "WorkerLost"]
 
 WORKERS_DIR = "workers"
 """Each worker's own files go to RUN_DIR/WORKERS_DIR/<i>/, whatever engine runs it."""
 
-READY, REPORT, PROGRESS, DONE, ERROR = "ready", "report", "progress", "done", "error"
+READY, STARTED, REPORT, PROGRESS, DONE, ERROR = (
+    "ready", "started", "report", "progress", "done", "error")
 Message = tuple[str, Any]
-"""(kind, body): READY the SUT's description, REPORT, PROGRESS and DONE a `WorkerCore`
-dict, ERROR the failure's text."""
+"""(kind, body): READY the SUT's description, STARTED {"start_slack_ns"} once released,
+REPORT, PROGRESS and DONE a `WorkerCore` dict, ERROR the failure's text."""
 
 
 class WorkerLost(LoadgenError):
@@ -56,7 +59,9 @@ class Worker(Protocol):
         """Its clock now (`perf_counter_ns` over there): one ping."""
 
     def release(self, deadline_ns: int) -> None:
-        """Start its schedule at `deadline_ns` on its own clock."""
+        """Start its schedule at `deadline_ns` on its own clock; sent without waiting for
+        an answer, so every worker's release goes out at once (a failure shows later, in
+        `messages`)."""
 
     def messages(self) -> list[Message]:
         """What it sent since the last call, without waiting (raises WorkerLost)."""
@@ -69,10 +74,13 @@ class Engine(Protocol):
     """Starts workers somewhere and describes where."""
 
     name: str
-    poll_s: float  # how often the driver asks for messages
 
     def start(self, plan: RunPlan, spec: str, out_dir: Path | None) -> list[Worker]:
         """Start `plan.settings.workers` workers on the plan (each keeps its share)."""
+
+    def wait(self, workers: Sequence[Worker], timeout_s: float) -> None:
+        """Block until one of `workers` (those still running) has sent something, or
+        `timeout_s` has passed."""
 
     def describe(self) -> dict[str, Any]:
         """For result.json's `distributed` block: engine, version, nodes."""

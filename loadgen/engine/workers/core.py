@@ -2,23 +2,31 @@
 
 `WorkerCore.run` builds the SUT from its spec, runs the ordinary run session
 on the worker's thinned share, says READY through its gate, waits for its
-release, and sends a REPORT every `REPORT_EVERY_NS` (the tally so far,
-cumulative, so a worker lost later leaves everything up to its last report
-behind), a light PROGRESS at the other progress ticks (its counters and
-running `Glance`, for the live display; a few hundred bytes) and DONE at the end.
+release, says STARTED with its start slack (how long before its first scheduled
+query it was released; below 0, it was late), and sends a REPORT every
+`REPORT_EVERY_NS` (what its tally gained since the last one, `record.deltas`: the
+cost of a report follows the interval, not the run; a worker lost later leaves
+everything up to its last report behind), a light PROGRESS at the other progress
+ticks (its counters and running `Glance`, for the live display; a few hundred
+bytes) and DONE at the end, with its own cost: CPU time, longest stall of its
+loop, involuntary context switches, messages and bytes sent, and its cores.
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from loadgen.engine.runner import PROGRESS_EVERY_NS
 from loadgen.engine.session import Share, run_session
-from loadgen.engine.workers.base import DONE, PROGRESS, READY, REPORT
+from loadgen.engine.workers.base import DONE, PROGRESS, READY, REPORT, STARTED
 from loadgen.plan.plan import RunPlan
 from loadgen.record.collect import Collector
+from loadgen.record.deltas import TallyDeltas
 from loadgen.record.glance import encode_glance
 from loadgen.record.progress import Progress
 from loadgen.record.tally import RunTimes
@@ -26,9 +34,10 @@ from loadgen.record.tally import RunTimes
 __all__ = ["REPORT_EVERY_NS", "WorkerCore"]
 
 REPORT_EVERY_NS = 2_000_000_000
-"""A full report (the tally, histograms and windows) this often; progress ticks between."""
+"""A report (the tally's gain: histograms, counters, windows) this often; progress between."""
 
-Send = Callable[[str, Any], None]
+Send = Callable[[str, Any], int]
+"""Sends one message (kind, body); returns the bytes it took on the wire."""
 
 
 class WorkerCore:
@@ -39,9 +48,15 @@ class WorkerCore:
         self.plan, self.spec, self.share = plan, spec, Share(index, count)
         self.release_gil = release_gil
         self.log_dir = log_dir
-        self.send = send
+        self._send = send
         self.collector: Collector | None = None
         self.late_ns = 0
+        self.slack_ns = 0
+        self.messages = self.sent_bytes = 0
+        self.longest_stall_ns = 0
+        self._last_tick_ns: int | None = None  # elapsed time of the previous progress tick
+        self._switches = 0  # involuntary context switches before the start
+        self._deltas = TallyDeltas()
         self._next_report_ns = REPORT_EVERY_NS  # elapsed time of the next full report
         self._interrupt: Callable[[], None] | None = None
 
@@ -54,10 +69,14 @@ class WorkerCore:
         """The whole session; `release` waits for the start deadline (this host's clock)."""
         from loadgen.adapters.registry import make_sut
 
-        async def gate(described: dict[str, Any]) -> int:
+        async def gate(described: dict[str, Any], first_offset_ns: int | None) -> int:
             self.send(READY, described)
             deadline = await release()
-            self.late_ns = time.perf_counter_ns() - deadline  # < 0: it was waiting in time
+            now = time.perf_counter_ns()
+            self.late_ns = now - deadline  # < 0: it was waiting in time
+            self.slack_ns = deadline + (first_offset_ns or 0) - now
+            self._switches = _involuntary_switches()
+            self.send(STARTED, {"start_slack_ns": self.slack_ns})
             return deadline
 
         def started(collector: Collector) -> None:
@@ -68,11 +87,24 @@ class WorkerCore:
                                     started=started, gate=gate, interrupts=self._take_interrupt,
                                     release_gil=self.release_gil)
         assert self.collector is not None
-        self.send(DONE, {"tally": outcome.tally.encode(), "cpu_s": outcome.cpu_s,
+        self.send(DONE, {"tally": self._deltas.take(outcome.tally), "cpu_s": outcome.cpu_s,
                          "sut": outcome.sut,
                          "late_ns": self.late_ns, "issued": self.collector.issued,
                          "progress": _progress(self.collector, outcome.tally.times.end_ns
-                                               - outcome.tally.times.start_ns)})
+                                               - outcome.tally.times.start_ns),
+                         "cost": self._cost()})
+
+    def send(self, kind: str, body: Any) -> None:
+        """Send one message, counted."""
+        self.sent_bytes += self._send(kind, body)
+        self.messages += 1
+
+    def _cost(self) -> dict[str, Any]:
+        """What this worker cost its host: slack, stalls, switches, messages, cores."""
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        return {"start_slack_ns": self.slack_ns, "longest_stall_ns": self.longest_stall_ns,
+                "involuntary_switches": _involuntary_switches() - self._switches,
+                "messages": self.messages, "sent_bytes": self.sent_bytes, "cpus": cores}
 
     def _take_interrupt(self, interrupt: Callable[[], None]) -> None:
         self._interrupt = interrupt
@@ -83,6 +115,10 @@ class WorkerCore:
         c = self.collector
         if c is None:
             return
+        if self._last_tick_ns is not None:  # a tick is due every PROGRESS_EVERY_NS
+            stall = p.elapsed_ns - self._last_tick_ns - PROGRESS_EVERY_NS
+            self.longest_stall_ns = max(self.longest_stall_ns, stall)
+        self._last_tick_ns = p.elapsed_ns
         body: dict[str, Any] = {"progress": _progress(c, p.elapsed_ns)}
         if p.glance is not None:
             body["glance"] = encode_glance(p.glance)
@@ -93,8 +129,14 @@ class WorkerCore:
         now = time.perf_counter_ns()
         t0 = now - p.elapsed_ns
         so_far = RunTimes(t0, t0 + self.plan.warmup_ns, now, now, False, 0)
-        self.send(REPORT, {**body, "tally": c.tally(so_far).encode(), "issued": c.issued,
+        self.send(REPORT, {**body, "tally": self._deltas.take(c.tally(so_far)),
+                           "issued": c.issued,
                            "late_ns": self.late_ns})
+
+
+def _involuntary_switches() -> int:
+    """This process's involuntary context switches so far (it was made to give up a core)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw)
 
 
 def _progress(c: Collector, elapsed_ns: int) -> list[int]:

@@ -1,11 +1,14 @@
 """The driver: start the workers, set their clocks, release them, gather, merge.
 
-Each worker's clock offset is measured (`clock.measure_offset`) before the
-start; each is released at `T0 + its offset`, so all start together on the
-driver's clock within the offsets' errors. Reports stream in as the run goes
-(the latest one of each worker stands for all it did so far); a watchdog
-keeps each worker's longest silence (the judge flags a long one) and gives
-it up after `LOST_AFTER_S`.
+Everything slow starts first (monitors, the energy meter's idle reading);
+then each worker's clock offset is measured (`clock.measure_offset`), T0 set
+with a margin sized from what releasing costs, and every worker released at
+once, at `T0 + its offset`, so all start together on the driver's clock within
+the offsets' errors. Reports stream in as the run goes, each what a worker's
+tally gained since its last (`record.deltas`), added in place into that worker's
+totals (and the live view's); the driver blocks on the engine between them
+(`Engine.wait`), never on a timer. A watchdog keeps each worker's longest
+silence (the judge flags a long one) and gives it up after `LOST_AFTER_S`.
 A lost worker stays lost (no restarts, no rebalancing): the others finish,
 its last report is merged, and its unissued share is counted as missing.
 Between reports a worker sends light progress (counters and its running
@@ -19,9 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ from loadgen.engine.workers.base import (
     DONE,
     PROGRESS,
     REPORT,
+    STARTED,
     Engine,
     Placement,
     Worker,
@@ -41,16 +46,19 @@ from loadgen.engine.workers.live import LiveView
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size
+from loadgen.record.deltas import TallySum
 from loadgen.record.energy import EnergyMeter, EnergyTrace
 from loadgen.record.glance import Glance, decode_glance, merge_glances
 from loadgen.record.histograms import summary_ns
 from loadgen.record.progress import Progress
 from loadgen.record.tally import Tally, merge_tallies
 
-__all__ = ["LOST_AFTER_S", "READY_TIMEOUT_S", "START_MARGIN_NS", "Spread", "run_workers"]
+__all__ = ["LOST_AFTER_S", "MIN_START_MARGIN_NS", "READY_TIMEOUT_S", "Spread", "run_workers",
+           "start_margin_ns"]
 
 READY_TIMEOUT_S = 300.0  # a builtin SUT loads (and maybe trains) its model first
-START_MARGIN_NS = 100_000_000  # from the release to the start, beyond the slowest ping
+MIN_START_MARGIN_NS = 50_000_000  # from the release to T0, beyond what releasing costs
+WAIT_S = 0.5  # the longest the driver blocks on its workers before its watchdog looks
 LOST_AFTER_S = 30.0  # a worker silent this long is given up (Ray may take 60 s to say)
 
 
@@ -74,13 +82,15 @@ class _Track:
     seen_s: float = 0.0
     silent_s: float = 0.0  # the longest silence
     last: dict[str, Any] | None = None  # the latest REPORT or DONE body
-    tally: Tally | None = None  # its tally, decoded (on the worker's clock)
+    sum: TallySum = field(default_factory=TallySum)  # its reports added up
+    tally: Tally | None = None  # its reports' sum (on the worker's clock)
     done: bool = False
     lost: str | None = None  # why
     lost_at_s: float = 0.0
     after: ClockReading | None = None
     progress: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
     glance: Glance | None = None  # from its latest report that had one
+    slack_ns: int | None = None  # how long before its first query it was released
 
     @property
     def finished(self) -> bool:
@@ -94,25 +104,29 @@ def run_workers(plan: RunPlan, spec: str, engine: Engine, out_dir: Path | None =
     """Run one plan from `plan.settings.workers` workers of `engine`, merged.
 
     `live` is handed the `LiveView` the driver keeps up to date as reports arrive. An
-    `energy` meter runs here, on the driver's host: its idle baseline once every worker's
-    SUT is up, its sampling from just before the release until every worker is done.
+    `energy` meter runs here, on the driver's host. Everything slow comes first, once
+    every worker's SUT is up: the live view's monitors, the meter's idle baseline and its
+    sampling; only then are the clocks measured, T0 set and every worker released at once.
     """
     trace = None
     try:
         workers = engine.start(plan, spec, out_dir)
         described = [w.wait_ready(READY_TIMEOUT_S) for w in workers]
-        tracks = [_Track(w, w.placement(), d, measure_offset(w.clock))
-                  for w, d in zip(workers, described, strict=True)]
-        t0 = time.perf_counter_ns() + START_MARGIN_NS + 4 * max(t.before.rtt_ns for t in tracks)
         view = LiveView(str(described[0].get("sut", spec.partition(":")[0])))
         if live is not None:
             live(view)
         if energy is not None:
             energy.idle()
             energy.start()
+        tracks = [_Track(w, w.placement(), d, measure_offset(w.clock))
+                  for w, d in zip(workers, described, strict=True)]
+        margin = start_margin_ns([t.before.rtt_ns for t in tracks])
+        t0 = time.perf_counter_ns() + margin
+        sent = time.perf_counter_ns()
         for t in tracks:
             t.worker.release(t0 + t.before.offset_ns)
-        _gather(tracks, engine.poll_s, progress, view if live is not None else None)
+        release = _Release(margin, time.perf_counter_ns() - sent)
+        driver = _gather(tracks, engine, progress, view if live is not None else None)
         for t in tracks:
             if t.lost is None:
                 with contextlib.suppress(WorkerLost):  # gone after its last word: no drift
@@ -121,29 +135,49 @@ def run_workers(plan: RunPlan, spec: str, engine: Engine, out_dir: Path | None =
         if energy is not None:
             trace = energy.stop()
         engine.close()
-    return _spread(plan, engine, tracks, t0, trace)
+    return _spread(plan, engine, tracks, t0, release, driver, trace)
 
 
-def _gather(tracks: list[_Track], poll_s: float, progress: Callable[[Progress], None] | None,
-            view: LiveView | None) -> None:
-    """Take reports until every worker is done or lost; Ctrl-C interrupts them all."""
+def start_margin_ns(rtts_ns: Sequence[int]) -> int:
+    """From the release to T0: `MIN_START_MARGIN_NS`, plus four times what the releases
+    cost (one send per worker, each under a round trip) and the slowest round trip."""
+    return MIN_START_MARGIN_NS + 4 * (sum(rtts_ns) + max(rtts_ns, default=0))
+
+
+@dataclass(frozen=True, slots=True)
+class _Release:
+    """The start margin T0 was set with, and what sending every release took."""
+
+    margin_ns: int
+    cost_ns: int
+
+
+def _gather(tracks: list[_Track], engine: Engine, progress: Callable[[Progress], None] | None,
+            view: LiveView | None) -> dict[str, Any]:
+    """Take reports until every worker is done or lost, blocking on the engine between
+    them; Ctrl-C interrupts them all. The driver's own cost: CPU share, longest gap."""
     def interrupt(*_: object) -> None:
         for t in tracks:
             if not t.finished:
                 t.worker.interrupt()
 
-    try:
-        previous = signal.signal(signal.SIGINT, interrupt)
-    except ValueError:  # not the main thread: Ctrl-C is someone else's business
-        previous = None
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGTERM as Ctrl-C
+        try:
+            previous[signum] = signal.signal(signum, interrupt)
+        except ValueError:  # not the main thread: Ctrl-C is someone else's business
+            break
+    live = TallySum() if view is not None else None
     start = time.monotonic()
+    cpu = time.process_time()
+    gap = 0.0  # the longest the driver spent away from its wait
     for t in tracks:
         t.seen_s = start
     try:
         while not all(t.finished for t in tracks):
-            time.sleep(poll_s)
+            engine.wait([t.worker for t in tracks if not t.finished], WAIT_S)
             now = time.monotonic()
-            news = [_take(t, now, start) for t in tracks if not t.finished]
+            news = [_take(t, now, start, live) for t in tracks if not t.finished]
             ps = [t.progress for t in tracks]
             issued, finished, in_flight, errors = (sum(p[k] for p in ps) for k in range(1, 5))
             glances = [t.glance for t in tracks if t.glance is not None]
@@ -151,17 +185,23 @@ def _gather(tracks: list[_Track], poll_s: float, progress: Callable[[Progress], 
                               merge_glances(glances) if glances else None)
             if progress is not None:
                 progress(summed)
-            if view is not None and any(news):
-                view.update(merge_tallies([t.tally for t in tracks if t.tally is not None]),
-                            [summed.elapsed_ns, summed.issued, summed.finished,
+            if view is not None and live is not None and any(news):
+                view.update(live.tally(), [summed.elapsed_ns, summed.issued, summed.finished,
                              summed.in_flight, summed.errors])
+            gap = max(gap, time.monotonic() - now)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    wall = max(time.monotonic() - start, 1e-9)
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    return {"cpu_s": round(time.process_time() - cpu, 3),
+            "cpu_share": round((time.process_time() - cpu) / wall, 3),
+            "largest_read_gap_ns": int(gap * 1e9), "cpus": cores}
 
 
-def _take(t: _Track, now: float, start: float) -> bool:
-    """One worker's new messages (True if any reported); the watchdog judges its silence."""
+def _take(t: _Track, now: float, start: float, live: TallySum | None) -> bool:
+    """One worker's new messages (True if any reported), its reports added to its sum (and
+    the live one); the watchdog judges its silence."""
     try:
         got = t.worker.messages()
     except WorkerLost as exc:
@@ -169,15 +209,20 @@ def _take(t: _Track, now: float, start: float) -> bool:
         return False
     reported = False
     for kind, body in got:
+        if kind == STARTED:
+            t.slack_ns = int(body["start_slack_ns"])
         if kind in (REPORT, PROGRESS, DONE):
             t.progress = list(body["progress"])
             if "glance" in body:
                 t.glance = decode_glance(body["glance"])
         if kind in (REPORT, DONE):
+            t.sum.add(body["tally"])
+            if live is not None:
+                live.add(body["tally"])
             t.last, reported = body, True
             t.done = kind == DONE
-    if reported and t.last is not None:
-        t.tally = Tally.decode(t.last["tally"])
+    if reported:
+        t.tally = t.sum.tally()
     if got:
         t.seen_s = now
     silent = now - t.seen_s
@@ -199,8 +244,8 @@ def _on_driver_clock(tally: Tally, offset_ns: int) -> Tally:
                                if tally.last_done_ns else 0)
 
 
-def _spread(plan: RunPlan, engine: Engine, tracks: list[_Track], t0: int,
-            energy: EnergyTrace | None) -> Spread:
+def _spread(plan: RunPlan, engine: Engine, tracks: list[_Track], t0: int, release: _Release,
+            driver: dict[str, Any], energy: EnergyTrace | None) -> Spread:
     """Merge what came back, and describe the workers and their clocks."""
     parts = [(t, _on_driver_clock(t.tally, t.before.offset_ns))
              for t in tracks if t.tally is not None]
@@ -214,14 +259,14 @@ def _spread(plan: RunPlan, engine: Engine, tracks: list[_Track], t0: int,
     count = len(tracks)
     clocks = [_clock_figures(t) for t in tracks]
     lost = [_lost_figures(plan, t, count) for t in tracks if t.lost is not None]
-    skew = skew_bound_ns([c["offset_error_ns"] + abs(c["drift_ns"]) + c["start_lateness_ns"]
-                          for c in clocks])
+    skew = skew_bound_ns([c["offset_error_ns"] + abs(c["drift_ns"]) for c in clocks])
     distributed = {**engine.describe(), "split": "seeded thinning",
                    "hosts": len({t.where.host for t in tracks}),
-                   "start_ns": t0, "start_margin_ns": START_MARGIN_NS, "skew_bound_ns": skew,
+                   "start_ns": t0, "start_margin_ns": release.margin_ns,
+                   "release_cost_ns": release.cost_ns, "skew_bound_ns": skew,
                    "workers": clocks, "lost": lost}
     workers = {"count": count, "split": "seeded thinning of the global schedule",
-               "per_worker": [_load_figures(t, tally) for t, tally in parts]}
+               "per_worker": [_load_figures(t, tally) for t, tally in parts], "driver": driver}
     return Spread(SessionOutcome(merged, _sut(tracks), None, cpu, energy), workers, distributed)
 
 
@@ -261,6 +306,7 @@ def _clock_figures(t: _Track) -> dict[str, Any]:
             "offset_ns": t.before.offset_ns, "offset_error_ns": t.before.error_ns,
             "rtt_ns": t.before.rtt_ns,
             "start_lateness_ns": max(int((t.last or {}).get("late_ns", 0)), 0),
+            "start_slack_ns": t.slack_ns,
             "drift_ns": 0 if after is None else after.offset_ns - t.before.offset_ns,
             "offset_after_ns": None if after is None else after.offset_ns,
             "offset_after_error_ns": None if after is None else after.error_ns,
@@ -280,8 +326,9 @@ def _lost_figures(plan: RunPlan, t: _Track, count: int) -> dict[str, Any]:
 
 
 def _load_figures(t: _Track, tally: Tally) -> dict[str, Any]:
-    """One worker's load figures; a `cpu_share` well below 1 at high rates means it did not
-    get a core to itself (the host is busy, or has fewer cores than load workers)."""
+    """One worker's load figures and its cost; a `cpu_share` well below 1 at high rates
+    means it did not get a core to itself (the host is busy, or has fewer cores than load
+    workers)."""
     times = tally.times
     lag, latency = summary_ns(tally.histograms["issue_lag_ns"]), summary_ns(
         tally.histograms["latency_ns"])
@@ -294,4 +341,17 @@ def _load_figures(t: _Track, tally: Tally) -> dict[str, Any]:
             "errors": sum(tally.errors_by_kind.values()), "qps_scheduled": lag["count"] / span_s,
             "cpu_s": round(cpu_s, 3), "cpu_share": round(cpu_s / wall_s, 3),
             "issue_lag_ns": {"p50": lag["p50"], "p99": lag["p99"], "max": lag["max"]},
-            "latency_ns": {"p50": latency["p50"], "p99": latency["p99"]}}
+            "latency_ns": {"p50": latency["p50"], "p99": latency["p99"]},
+            **_cost_figures(t)}
+
+
+def _cost_figures(t: _Track) -> dict[str, Any]:
+    """What a worker says it cost (from its last word), with the slack it said at release."""
+    cost = dict((t.last or {}).get("cost", {}))
+    return {"start_slack_ns": t.slack_ns if t.slack_ns is not None
+            else cost.get("start_slack_ns"),
+            "longest_stall_ns": cost.get("longest_stall_ns"),
+            "involuntary_switches": cost.get("involuntary_switches"),
+            "messages": cost.get("messages"),
+            "sent_kib": None if "sent_bytes" not in cost else round(cost["sent_bytes"] / 1024, 1),
+            "cpus": cost.get("cpus")}

@@ -3,7 +3,9 @@
 Each process (spawned, so nothing is shared by accident) builds its own SUT
 adapter from the spec string and its own event loop, and runs a `WorkerCore`
 on its thinned share of the plan. A reader thread answers clock pings and
-takes the release; the messages go back on the pipe. Query ids are global;
+takes the release; the messages go back on the pipe, where the driver waits
+on them (`wait`). With `worker_cpus` set, the driver and each process are
+pinned to cores (`placement.pin_plan`). Query ids are global;
 each process's query log (bin and csv) goes to RUN_DIR/workers/<i>/, and
 `merge_logs` appends them into RUN_DIR/queries.bin (`querylog.read_binary`).
 """
@@ -20,7 +22,9 @@ import socket
 import threading
 import time
 import traceback
-from multiprocessing.connection import Connection
+from collections.abc import Sequence
+from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ from loadgen.engine.workers.base import (
     WorkerLost,
 )
 from loadgen.engine.workers.core import WorkerCore
+from loadgen.engine.workers.placement import pin_plan
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import TestSettings
@@ -61,14 +66,18 @@ def workers_warning(settings: TestSettings, spec: str) -> str | None:
 
 
 def _child(plan: RunPlan, spec: str, index: int, count: int, conn: Connection,
-           log_dir: Path | None) -> None:
-    """The entry point of one load process."""
+           log_dir: Path | None, cpus: list[int] | None = None) -> None:
+    """The entry point of one load process (pinned to `cpus` when given)."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     lock = threading.Lock()
     hung_up = threading.Event()
 
-    def send(kind: str, body: Any) -> None:
+    def send(kind: str, body: Any) -> int:
+        data = ForkingPickler.dumps((kind, body))  # what `conn.send` would write
         with lock, contextlib.suppress(OSError):  # the parent may have gone
-            conn.send((kind, body))
+            conn.send_bytes(data)
+        return len(data)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -103,7 +112,7 @@ class _Process:
     def __init__(self, index: int, conn: Connection, proc: Any) -> None:
         self.index, self.label = index, f"load process {index}"
         self.conn, self.proc = conn, proc
-        self._pending: list[Message] = []
+        self.pending: list[Message] = []
         self._lock = threading.Lock()
 
     def placement(self) -> Placement:
@@ -115,7 +124,7 @@ class _Process:
             for kind, body in self._receive(max(deadline - time.monotonic(), 0.0)):
                 if kind == READY:
                     return dict(body)
-                self._pending.append((kind, body))
+                self.pending.append((kind, body))
             if time.monotonic() >= deadline:
                 raise SutError(f"{self.label} not ready after {timeout_s:g} s")
 
@@ -126,14 +135,14 @@ class _Process:
             for kind, body in self._receive(None):
                 if kind == "pong":
                     return int(body)
-                self._pending.append((kind, body))
+                self.pending.append((kind, body))
 
     def release(self, deadline_ns: int) -> None:
         with self._lock:
             self.conn.send(("release", deadline_ns))
 
     def messages(self) -> list[Message]:
-        got, self._pending = self._pending + self._receive(0.0), []
+        got, self.pending = self.pending + self._receive(0.0), []
         return got
 
     def interrupt(self) -> None:
@@ -158,24 +167,37 @@ class LocalProcesses:
     """Workers as spawned processes on this host."""
 
     name = "processes"
-    poll_s = 0.05
 
     def __init__(self) -> None:
         self._procs: list[_Process] = []
+        self._driver_cpus: set[int] | None = None  # the driver's cores before pinning
 
     def start(self, plan: RunPlan, spec: str, out_dir: Path | None) -> list[Worker]:
         ctx = multiprocessing.get_context("spawn")
         count = plan.settings.workers
         self._procs = []  # an engine runs one run at a time, and may run many
+        pins = pin_plan(plan.settings.worker_cpus, count)
+        if pins is not None:
+            self._driver_cpus = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, pins.driver)
         for i in range(count):
             mine, theirs = ctx.Pipe()
             log_dir = None if out_dir is None else out_dir / WORKERS_DIR / str(i)
-            proc = ctx.Process(target=_child, args=(plan, spec, i, count, theirs, log_dir),
+            cpus = None if pins is None else pins.workers[i]
+            proc = ctx.Process(target=_child, args=(plan, spec, i, count, theirs, log_dir, cpus),
                                name=f"loadgen-worker-{i}", daemon=True)
             proc.start()
             theirs.close()
             self._procs.append(_Process(i, mine, proc))
         return list(self._procs)
+
+    def wait(self, workers: Sequence[Worker], timeout_s: float) -> None:
+        """Block until one of `workers` has sent something (or `timeout_s` passes)."""
+        mine = [p for p in self._procs if p in workers]
+        if any(p.pending for p in mine):
+            return
+        with contextlib.suppress(OSError):  # a closed pipe shows in `messages`
+            wait([p.conn for p in mine if not p.conn.closed], timeout_s)
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name, "version": None, "nodes": 1}
@@ -184,7 +206,11 @@ class LocalProcesses:
         return {"engine": self.name}
 
     def close(self) -> None:
-        """Hang up (a process still waiting sees EOF and exits), then reap them all."""
+        """Hang up (a process still waiting sees EOF and exits), then reap them all; the
+        driver gets its cores back."""
+        if self._driver_cpus is not None:
+            os.sched_setaffinity(0, self._driver_cpus)
+            self._driver_cpus = None
         for p in self._procs:
             p.conn.close()
         for p in self._procs:

@@ -5,7 +5,9 @@ this engine starts. Each actor (`LoadWorker`, one CPU reserved, no restarts)
 runs a `WorkerCore` on its async loop: it rebuilds the plan's share from the
 seed, answers clock pings, and keeps its reports until the driver takes them,
 one call at a time (small, returned by value and owned by the driver, so a
-worker that dies later loses nothing already taken). Workers are spread one
+worker that dies later loses nothing already taken); a `reports` call waits
+(up to `REPORTS_WAIT_S`) until there is something, so the driver blocks on the
+calls' futures instead of polling. Releases go out to every actor at once. Workers are spread one
 per node (`SPREAD`), or `per_node` to a node on as many nodes as needed.
 Every node needs loadgen installed in the same Python as the driver's. The
 actor's loop shares its process with Ray's own threads, so it waits for issue
@@ -25,11 +27,13 @@ import asyncio
 import contextlib
 import json
 import math
+import pickle
 import shutil
 import socket
 import tempfile
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +57,7 @@ LOG = "log"
 """A message of query-log rows: {"rows": bytes of whole RECORDs, "kinds": name -> code}."""
 
 LOCAL_OBJECT_STORE_BYTES = 100 << 20  # reports are small; a local instance needs little
+REPORTS_WAIT_S = 1.0  # a `reports` call answers at once when there is news, else after this
 
 
 def import_ray() -> Any:
@@ -70,6 +75,7 @@ class LoadWorker:
     def __init__(self, plan: RunPlan, spec: str, index: int, count: int,
                  log: bool = False) -> None:
         self._queue: list[Message] = []
+        self._news: asyncio.Event | None = None  # set when a message is queued
         self._log_dir = Path(tempfile.mkdtemp(prefix="loadgen-querylog-")) if log else None
         self._log_sent = 0  # bytes of the log already sent
         self._core = WorkerCore(plan, spec, index, count, self._log_dir, self._send,
@@ -78,17 +84,21 @@ class LoadWorker:
         self._start: asyncio.Future[int] | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def _send(self, kind: str, body: Any) -> None:
+    def _send(self, kind: str, body: Any) -> int:
         if kind == READY and self._ready is not None and not self._ready.done():
             self._ready.set_result(body)
         else:
             self._queue.append((kind, body))
+            if self._news is not None:
+                self._news.set()
+        return len(pickle.dumps(body))  # about what Ray will carry
 
     async def prepare(self) -> dict[str, Any]:
         """Start the session; once its SUT is up: the SUT's description and where it runs."""
         import ray
 
         loop = asyncio.get_running_loop()
+        self._news = asyncio.Event()
         self._ready, self._start = loop.create_future(), loop.create_future()
         start = self._start
         self._task = task = loop.create_task(self._core.run(lambda: start))
@@ -109,8 +119,13 @@ class LoadWorker:
         self._start.set_result(deadline_ns)
 
     async def reports(self) -> list[Message]:
-        """What this worker has to say since the last call (an ERROR if it failed)."""
-        task = self._task
+        """What this worker has to say since the last call (an ERROR if it failed); waits
+        up to `REPORTS_WAIT_S` for something to say."""
+        task, news = self._task, self._news
+        if news is not None and task is not None and not self._queue and not task.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(news.wait(), REPORTS_WAIT_S)
+            news.clear()
         ended = task is not None and task.done()  # before the log is read: nothing after
         out, self._queue = self._queue, []
         log = self._log_rows()
@@ -160,6 +175,7 @@ class _RayWorker:
         self._prepared = actor.prepare.remote()
         self._where = Placement("?", "?")
         self._waiting: Any = None
+        self._released: Any = None  # the release call, until its answer is taken
 
     def placement(self) -> Placement:
         return self._where
@@ -177,11 +193,19 @@ class _RayWorker:
         return int(self._call(self.actor.clock.remote(), None))
 
     def release(self, deadline_ns: int) -> None:
-        self._call(self.actor.release.remote(deadline_ns), None)
+        self._released = self.actor.release.remote(deadline_ns)
 
-    def messages(self) -> list[Message]:
+    def pending(self) -> Any:
+        """The `reports` call on its way (one is always on its way)."""
         if self._waiting is None:
             self._waiting = self.actor.reports.remote()
+        return self._waiting
+
+    def messages(self) -> list[Message]:
+        if self._released is not None:
+            released, self._released = self._released, None
+            self._call(released, None)
+        self.pending()
         done, _ = self._ray.wait([self._waiting], timeout=0)
         if not done:
             return []
@@ -226,7 +250,6 @@ class RayEngine:
     running cluster this host belongs to) or HOST:PORT (join that cluster)."""
 
     name = "ray"
-    poll_s = 0.2
 
     def __init__(self, address: str = "local", per_node: int | None = None,
                  num_cpus: float = 1.0) -> None:
@@ -236,6 +259,7 @@ class RayEngine:
         self._ray: Any = None
         self._owns = False
         self._actors: list[Any] = []
+        self._workers: list[_RayWorker] = []
         self._nodes = 0  # alive when the workers started
 
     def connect(self) -> Any:
@@ -260,8 +284,17 @@ class RayEngine:
                 num_cpus=self.num_cpus, max_restarts=0, max_task_retries=0,
                 scheduling_strategy=strategies[i],
             ).remote(plan, spec, i, count, out_dir is not None))
-        return [_RayWorker(ray, i, a, None if out_dir is None else out_dir / WORKERS_DIR / str(i))
-                for i, a in enumerate(self._actors)]
+        self._workers = [_RayWorker(ray, i, a, None if out_dir is None
+                                    else out_dir / WORKERS_DIR / str(i))
+                         for i, a in enumerate(self._actors)]
+        return list(self._workers)
+
+    def wait(self, workers: Sequence[Worker], timeout_s: float) -> None:
+        """Block until the `reports` call of one of `workers` has answered (or `timeout_s`
+        passes)."""
+        refs = [w.pending() for w in self._workers if w in workers]
+        if refs:
+            self._ray.wait(refs, num_returns=1, timeout=timeout_s)
 
     def _placements(self, ray: Any, count: int) -> list[Any]:
         """SPREAD (one per node while nodes last), or `per_node` to each node in turn."""
@@ -291,7 +324,7 @@ class RayEngine:
         for a in self._actors:
             with contextlib.suppress(Exception):
                 ray.kill(a)
-        self._actors = []
+        self._actors, self._workers = [], []
 
     def shutdown(self) -> None:
         """Leave Ray; stop the Ray instance if this engine started it."""

@@ -232,3 +232,38 @@ def test_imports_only_the_adapter_seam_and_errors_of_loadgen() -> None:
             imported.update(alias.name for alias in node.names)
     own = {m for m in imported if m == "loadgen" or m.startswith("loadgen.")}
     assert own == {"loadgen.adapters.base", "loadgen.errors"}
+
+
+class RecordingLoop:
+    """Stands in for the event loop: keeps what sut threads hand it, runs it on demand."""
+
+    def __init__(self) -> None:
+        self.posted: list[Any] = []
+        self.reported: list[dict[str, Any]] = []
+
+    def call_soon_threadsafe(self, callback: Any, *args: Any) -> None:
+        self.posted.append((callback, args))
+
+    def call_exception_handler(self, context: dict[str, Any]) -> None:
+        self.reported.append(context)
+
+
+def test_completions_queued_together_wake_the_loop_once_and_none_is_dropped() -> None:
+    adapter = InProcessSut.from_spec("builtin:mlp,device=cpu")
+    loop = RecordingLoop()
+    adapter._loop = loop  # type: ignore[assignment]
+    ran: list[int] = []
+
+    def complete(n: int) -> None:
+        if n == 2:
+            raise ValueError("a sink that raises")
+        ran.append(n)
+
+    for n in range(4):  # a batch's completions, before the loop runs
+        adapter._post(complete, n)
+    assert len(loop.posted) == 1
+    callback, args = loop.posted.pop()
+    callback(*args)
+    assert ran == [0, 1, 3] and "a sink that raises" in str(loop.reported[0]["exception"])
+    adapter._post(complete, 5)  # the next batch wakes the loop again
+    assert len(loop.posted) == 1

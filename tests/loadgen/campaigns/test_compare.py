@@ -3,6 +3,7 @@ Poisson counts); construct mismatches flagged with exit code 4, and not otherwis
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -242,3 +243,20 @@ def test_a_version_1_result_still_reports_and_compares(tmp_path: Path, runs: dic
     # beside a result of this version: both read, and their constructs differ
     assert main(["compare", str(a), str(runs["a"])]) == 4
     assert "construct mismatch" in capsys.readouterr().out
+
+
+def test_endpoints_that_say_different_things_are_refused_unless_told() -> None:
+    def at(version: str) -> RunResult:
+        return dataclasses.replace(_fake(100, 1e6), endpoint={
+            "base": "http://127.0.0.1:8000", "identity": {"models": ["m"], "version": {
+                "version": version}}, "gpu": None, "baseline_rtt": {"min_ns": 1}})
+
+    a, b = Side("a", (at("0.11.0"),)), Side("b", (at("0.12.0"),))
+    result = compare(a, b)
+    assert result.mismatch and [k for k, _, _ in result.differences] == [
+        "endpoint.identity.version.version"]
+    assert not compare(a, b, ["endpoint"]).mismatch
+    here = at("0.11.0")
+    assert here.endpoint is not None
+    moved = dataclasses.replace(here, endpoint=here.endpoint | {"base": "http://10.0.0.2:8000"})
+    assert not compare(a, Side("b", (moved,))).mismatch  # where it is is not what it is

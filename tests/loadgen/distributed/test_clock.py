@@ -87,7 +87,10 @@ class SkewedWorker:
 
 
 class SkewedEngine:
-    name, poll_s = "fake", 0.0
+    name = "fake"
+
+    def wait(self, workers, timeout_s):
+        pass
 
     def __init__(self, offsets: list[int], drift_ns: int = 0) -> None:
         self.offsets, self.drift_ns, self.workers = offsets, drift_ns, []

@@ -125,7 +125,10 @@ class _Fake:
 
 
 class _FakeEngine:
-    name, poll_s = "fake", 0.01
+    name = "fake"
+
+    def wait(self, workers, timeout_s):
+        pass
 
     def start(self, plan, spec, out_dir):
         return [_Fake(0, plan, silent=False), _Fake(1, plan, silent=True)]

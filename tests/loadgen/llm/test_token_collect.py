@@ -192,3 +192,49 @@ def test_token_gaps_of_mixed_chunks_one_stream_at_a_time() -> None:
     itl = _values(t, "itl_ns")
     assert (itl["count"], itl["min"], itl["max"], itl["mean"]) == (5, 0, 600, 180)
     assert _values(t, "stall_ns")["max"] == 600
+
+
+def test_cached_and_reasoning_tokens_total_over_the_requests_that_report_them() -> None:
+    c = Collector(slo_ns=10**9)
+    reports = [(100, 60, 5), (100, 20, None), (50, None, None)]  # prompt, cached, reasoning
+    for q, (prompt, cached, reasoning) in enumerate(reports):
+        stream = _stream([(50, 3)])
+        stream.input_tokens, stream.cached_tokens = prompt, cached
+        stream.reasoning_tokens = reasoning
+        c.issued_query(q, 0, 0, 1, True)
+        c.streamed(q, 100, stream)
+    plan = RunPlan.of(settings_from_mapping({"scenario": "Server", "target_latency_ms": 1.0}))
+    stats = summarize(plan, c.tally(TIMES))
+    assert stats.token_stats is not None
+    tokens = stats.token_stats.tokens
+    assert tokens.cache == {"cached_tokens_total": 80, "requests_reporting": 2,
+                            "prompt_tokens_reporting": 200,
+                            "hit_rate": {"requested": None, "achieved": 0.4}}
+    assert tokens.reasoning == {"reasoning_tokens_total": 5, "requests_reporting": 1}
+    assert RunStats.from_dict(stats.as_dict()).token_stats == stats.token_stats
+    doc = stats.as_dict()["tokens"]
+    del doc["cache"], doc["reasoning"]  # a result written before these blocks existed
+    old = type(tokens).from_dict(doc)
+    assert old.cache["hit_rate"]["achieved"] is None and old.reasoning == {}
+
+
+def test_token_latencies_gain_error_adjusted_tails() -> None:
+    c = Collector(slo_ns=10**9)
+    for q in range(98):  # TTFT q+1 us, two tokens 1 us apart
+        c.issued_query(q, 0, 0, 1, True)
+        c.streamed(q, 10_000, _stream([(1000 * (q + 1), 1), (1000 * (q + 1) + 1000, 1)]))
+    c.issued_query(98, 0, 0, 1, True)
+    c.failed(98, 5000, "stream_cut", stream=_stream([(500, 1)]))  # a TTFT, then cut
+    c.issued_query(99, 0, 0, 1, True)
+    c.failed(99, 5000, "http_500")  # nothing at all
+    plan = RunPlan.of(settings_from_mapping({"scenario": "Server", "target_latency_ms": 1.0}))
+    stats = summarize(plan, c.tally(TIMES))
+    assert stats.token_stats is not None
+    doc = stats.as_dict()
+    # TTFT: 99 values (the cut stream's included) and 1 missing: the p99 of all 100 is the
+    # 99th value, the slowest that arrived, where the finished-only p99 is the 98th
+    assert doc["ttft_ns"]["p99_error_adjusted"] == doc["ttft_ns"]["max"] > doc["ttft_ns"]["p99"]
+    assert doc["e2e_ns"]["p99_error_adjusted"] is None  # 2 of 100 never finished
+    assert doc["tpot_ns"]["p90_error_adjusted"] >= doc["tpot_ns"]["p90"]
+    assert "p99_error_adjusted" not in doc["itl_ns"]  # per token: not adjusted
+    assert RunStats.from_dict(doc).token_stats == stats.token_stats

@@ -60,6 +60,26 @@ def test_role_only_first_chunk_is_no_token_and_usage_gives_the_counts() -> None:
     run(go())
 
 
+@pytest.mark.parametrize(("details", "cached", "reasoning"), [
+    ({"prompt_tokens_details": {"cached_tokens": 3},
+      "completion_tokens_details": {"reasoning_tokens": 1}}, 3, 1),
+    ({"prompt_tokens_details": None, "completion_tokens_details": {"reasoning_tokens": None}},
+     None, None),
+    ({}, None, None),
+])
+def test_usage_details_give_cached_and_reasoning_tokens(
+        details: dict[str, object], cached: int | None, reasoning: int | None) -> None:
+    async def go() -> None:
+        usage = {"prompt_tokens": 5, "completion_tokens": 2, **details}
+        events = [chat_chunk("Hel"), chat_chunk("lo", finish="length"),
+                  chat_chunk(choices=[], usage=usage)]
+        async with scripted([sse_response(events)]) as server:
+            sink, _ = await run_streams(sut(server.port))
+        _, stream = sink.streams[0]
+        assert (stream.cached_tokens, stream.reasoning_tokens) == (cached, reasoning)
+    run(go())
+
+
 @pytest.mark.parametrize("choices", [[], None, "missing"])
 def test_a_usage_chunk_does_not_extend_the_stream(choices: object) -> None:
     async def go() -> None:

@@ -87,3 +87,12 @@ def test_error_kinds_are_capped_and_the_rest_counted_as_other() -> None:
     assert errors["other"] == 6  # five new kinds past the cap, then kind_70 again
     assert errors["kind_0"] == 2  # a kind seen before the cap keeps its own count
     assert sum(errors.values()) == len(kinds) + 2  # nothing dropped
+
+
+def test_an_out_of_memory_failure_is_its_own_kind() -> None:
+    c = Collector(slo_ns=10**9)
+    for q, detail in enumerate(["HTTP 500: CUDA out of memory. Tried to allocate 2 GiB",
+                                "torch.OutOfMemoryError: ...", "HTTP 500: boom"]):
+        c.issued_query(q, 0, 0, 1, True)
+        c.failed(q, 10, "http_500", detail)
+    assert dict(c.errors_by_kind) == {"out_of_memory": 2, "http_500": 1}

@@ -29,3 +29,18 @@ class _Broken(TinyCausalLM):
 def broken_forward() -> nn.Module:
     """Loads, but every forward raises."""
     return _Broken(CausalShape(layers=1, width=32, heads=2, max_positions=64))
+
+
+class _FailsAfterWarmUp(TinyCausalLM):
+    """Answers the two forwards of the engine's warm-up, then raises (a lost device)."""
+
+    def forward(self, *args: object) -> torch.Tensor:
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls > 2:
+            raise RuntimeError("device lost")
+        return super().forward(*args)
+
+
+def fails_after_warmup() -> nn.Module:
+    """Loads and warms up, then every forward raises."""
+    return _FailsAfterWarmUp(CausalShape(layers=1, width=32, heads=2, max_positions=64))

@@ -41,3 +41,12 @@ def test_a_run_without_a_token_workload_is_refused() -> None:
         "input_tokens", "output_tokens", "fixed_output")} | {"target_latency_ms": 1000.0}
     with pytest.raises(LoadgenError, match="token workload"):
         run_test(settings_from_mapping(plain), "builtin:tiny-llm,device=cpu")
+
+
+def test_an_in_process_run_reports_its_memory(tmp_path: Path) -> None:
+    run_test(settings_from_mapping(SERVER), "builtin:tiny-llm,max_num_seqs=4,device=cpu",
+             out_dir=tmp_path)
+    memory = json.loads((tmp_path / "result.json").read_text())["sut_memory"]
+    assert memory["where"] == "in_process" and memory["host_rss_peak_bytes"] > 10 * 2**20
+    assert memory["gpu_memory_peak_bytes"] is None  # CPU: CUDA never came up
+    assert "Memory    : SUT peak host RSS" in (tmp_path / "summary.txt").read_text()

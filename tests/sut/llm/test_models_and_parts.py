@@ -83,7 +83,7 @@ def test_request_parsing() -> None:
     chat = parse_openai({"messages": [{"role": "user", "content": [
         {"type": "text", "text": "hi"}]}]}, True, 100)
     assert chat.params.max_tokens == 100 - len(chat.prompt)
-    assert parse_generate({"text_input": "a"}, True).params.temperature == 0.0
+    assert parse_generate({"text_input": "a"}, True, 512).params.temperature == 0.0
     for bad in ({"prompt": "a", "temperature": "hot"}, {"prompt": "a", "seed": 1.5},
                 {"prompt": "a", "stop": 3}, {"prompt": "a", "ignore_eos": "yes"}, []):
         with pytest.raises(InvalidInput):

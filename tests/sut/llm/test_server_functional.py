@@ -57,6 +57,11 @@ def _greedy(server: LlmServerThread, prompt: list[int], max_tokens: int) -> str:
     return decode(greedy_decode(model, prompt, max_tokens, ignore_eos=True))
 
 
+def timings_cached(content: list[dict[str, Any]]) -> int:
+    """The cached prompt tokens the last content chunk's server timings report."""
+    return int(content[-1]["timings"]["cached_tokens"])
+
+
 def test_streamed_chat_has_role_content_finish_usage_and_done(server: LlmServerThread) -> None:
     messages = [{"role": "user", "content": "Tell me a story"}]
     status, _, events = _call(_post(f"{server.url}/v1/chat/completions", {
@@ -71,7 +76,8 @@ def test_streamed_chat_has_role_content_finish_usage_and_done(server: LlmServerT
     prompt = encode(chat_prompt(messages))
     assert text == _greedy(server, prompt, 12)
     assert usage_chunk["choices"] == [] and usage_chunk["usage"] == {
-        "prompt_tokens": len(prompt), "completion_tokens": 12, "total_tokens": len(prompt) + 12}
+        "prompt_tokens": len(prompt), "completion_tokens": 12, "total_tokens": len(prompt) + 12,
+        "prompt_tokens_details": {"cached_tokens": timings_cached(content)}}
     timings = content[-1]["timings"]
     assert timings["output_tokens"] == 12 and timings["prefill_ns"] > 0
 
@@ -94,7 +100,8 @@ def test_non_streamed_answers_carry_usage_and_timings(server: LlmServerThread) -
         "model": "tiny-llm", "prompt": "Hello", "max_tokens": 5, "temperature": 0,
         "ignore_eos": True}))
     assert status == 200 and body["usage"] == {
-        "prompt_tokens": 6, "completion_tokens": 5, "total_tokens": 11}
+        "prompt_tokens": 6, "completion_tokens": 5, "total_tokens": 11,
+        "prompt_tokens_details": {"cached_tokens": 0}}  # under one block: nothing cached
     assert body["choices"][0]["text"] == _greedy(server, encode("Hello"), 5)
     assert set(body["timings"]) >= {"queue_ns", "prefill_ns", "decode_ns"}
     status, chat, _ = _call(_post(f"{server.url}/v1/chat/completions", {
@@ -154,6 +161,8 @@ def test_bearer_token_health_models_metrics_and_trace(server: LlmServerThread) -
                  "vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds_bucket",
                  "vllm:inter_token_latency_seconds_bucket",
                  "vllm:time_per_output_token_seconds_bucket",
+                 "vllm:request_time_per_output_token_seconds_bucket",
+                 "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
                  "vllm:request_queue_time_seconds_bucket",
                  "vllm:request_prefill_time_seconds_bucket",
                  "vllm:request_decode_time_seconds_bucket", "vllm:prompt_tokens_total",
@@ -238,3 +247,43 @@ def test_an_error_during_the_stream_is_in_band() -> None:
     assert status == 200
     assert events[-2]["error"]["message"].endswith("device lost") and events[-1] == "[DONE]"
     assert any("choices" in e for e in events[:-2])
+
+
+def _metric_value(text: str, name: str) -> float:
+    """The value of an unlabelled-but-for-model series `name` in Prometheus text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                return float(sample.value)
+    raise AssertionError(f"{name} not exposed")
+
+
+def test_cached_tokens_in_usage_agree_with_the_prefix_cache_counters(
+        server: LlmServerThread) -> None:
+    async def metrics() -> str:
+        async with aiohttp.ClientSession() as session, session.get(
+                f"{server.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}) as r:
+            return await r.text()
+
+    before = _call(metrics())
+    shared = "You are a careful assistant who answers briefly. " * 3
+    usages = []
+    for question in ("Why is the sky blue?", "What is a prime?", "Name a colour."):
+        status, answer, _ = _call(_post(f"{server.url}/v1/completions", {
+            "prompt": shared + question, "max_tokens": 3, "temperature": 0,
+            "ignore_eos": True}))
+        assert status == 200
+        usages.append(answer["usage"])
+    after = _call(metrics())
+    cached = [u["prompt_tokens_details"]["cached_tokens"] for u in usages]
+    assert cached[0] >= 0 and min(cached[1:]) >= len(encode(shared)) // 16 * 16 - 16 > 0
+    delta = {name: _metric_value(after, name) - _metric_value(before, name)
+             for name in ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total",
+                          "vllm:request_time_per_output_token_seconds_count",
+                          "vllm:time_per_output_token_seconds_count")}
+    assert delta["vllm:prefix_cache_hits_total"] == sum(cached)
+    assert delta["vllm:prefix_cache_queries_total"] == sum(u["prompt_tokens"] for u in usages)
+    assert delta["vllm:request_time_per_output_token_seconds_count"] == 3  # per request
+    assert delta["vllm:time_per_output_token_seconds_count"] == 3 * 2  # per token gap

@@ -1,0 +1,136 @@
+"""The scale-out check (issue #28), in about a minute on a 16-core host:
+
+1. the scaling table (`scaling.py`) for 1, 2, 4, 8 load processes, null SUT, saturated;
+2. the one-process VALID Server rate on a fixed ladder of rates (null SUT, in process, as
+   `issue_capacity.py` probes it), then a 4-process Server run at 4 x 0.8 x that rate;
+3. one JSON summary of both (`--out`), with the pass marks: efficiency >= 0.85 up to 8
+   processes, the 4-process run VALID (with the energy meter on, as on any GPU host: its
+   idle reading must not make the workers late).
+
+    PYTHONPATH=. python benchmarks/scaleout_check.py --out runs/scaleout-check/scaleout.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling `scaling`
+
+from scaling import format_row, print_table, saturated_row, scaling_table
+
+from loadgen.adapters.null import NullSut
+from loadgen.api import run_async, run_loop, run_test
+from loadgen.engine.workers.processes import LocalProcesses
+from loadgen.plan.settings import load_settings
+from loadgen.report.result import RunResult
+
+LADDER = (12_500, 25_000, 50_000, 100_000, 150_000, 200_000, 250_000, 300_000, 400_000)
+SLO_MS = 1.0
+EFFICIENCY_MARK = 0.85
+
+
+def server_settings(qps: float, duration_s: float, workers: int, cpus: str = "",
+                    energy: str = "off") -> Any:
+    """A null-SUT Server run as `issue_capacity.py` probes it (pinned to `cpus`)."""
+    return load_settings(None, [
+        "preset='dev'", f"target_qps={qps}", f"target_latency_ms={SLO_MS}",
+        f"min_duration_s={duration_s}", "min_query_count=1000", "warmup_s=0.5",
+        f"energy={energy!r}", f"workers={workers}", f"worker_cpus={cpus!r}"])
+
+
+def pins(processes: int, pin: bool) -> str:
+    """With `--pin`: the driver on core 0, the processes on cores 1..N."""
+    return f"0-{processes}" if pin else ""
+
+
+def figures(r: RunResult) -> dict[str, Any]:
+    """What a Server run says: verdict, reasons, lag, latency, slack."""
+    per = (r.workers or {}).get("per_worker", [])
+    return {"valid": r.valid, "reasons": [str(c) for c in r.verdict.codes],
+            "qps_scheduled": round(r.stats.qps_scheduled),
+            "issue_lag_p50_us": r.stats.issue_lag_ns.p50 / 1e3,
+            "issue_lag_p99_us": r.stats.issue_lag_ns.p99 / 1e3,
+            "latency_p99_us": r.stats.latency_ns.p99 / 1e3,
+            "start_slack_ms": [None if w["start_slack_ns"] is None else w["start_slack_ns"] / 1e6
+                               for w in per],
+            "cpu_share": [w["cpu_share"] for w in per],
+            "driver_cpu_share": (r.workers or {}).get("driver", {}).get("cpu_share"),
+            "skew_bound_us": (r.distributed or {}).get("skew_bound_ns", 0) / 1e3,
+            "energy_measured": r.energy.measured if r.energy is not None else None}
+
+
+def one_process_valid_rate(duration_s: float, ladder: tuple[float, ...] = LADDER
+                           ) -> tuple[float, list[dict[str, Any]]]:
+    """The highest ladder rate whose in-process Server run is VALID (climbing until the
+    first INVALID one)."""
+    best, probes = 0.0, []
+    for qps in ladder:
+        r = run_loop(run_async(server_settings(qps, duration_s, 1), NullSut()))
+        probes.append({"qps": qps, **figures(r)})
+        print(f"  1 process {qps:>8} QPS  {'VALID' if r.valid else 'INVALID'} "
+              f"{','.join(probes[-1]['reasons'])}  lag p99 {probes[-1]['issue_lag_p99_us']:.0f} us",
+              flush=True)
+        if not r.valid:
+            break
+        best = qps
+    return best, probes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/scaleout-check/scaleout.json"))
+    parser.add_argument("--processes", default="1,2,4,8", help="rows of the scaling table")
+    parser.add_argument("--per-process", type=int, default=300_000,
+                        help="queries per process in each saturated run")
+    parser.add_argument("--probe-s", type=float, default=1.5, help="seconds per ladder probe")
+    parser.add_argument("--server-s", type=float, default=3.0, help="the 4-process run")
+    parser.add_argument("--server-workers", type=int, default=4)
+    parser.add_argument("--pin", action="store_true",
+                        help="pin the driver to core 0 and the processes to cores 1..N")
+    parser.add_argument("--ladder", default=",".join(map(str, LADDER)),
+                        help="the rates (QPS) climbed for the one-process VALID rate")
+    args = parser.parse_args()
+    began = time.monotonic()
+    counts = [int(x) for x in args.processes.split(",")]
+    print("== scaling (null SUT, saturated)", flush=True)
+    table = scaling_table(counts, args.per_process,
+                          row=lambda n: saturated_row(n, args.per_process,
+                                                      cpus=pins(n, args.pin)),
+                          echo=lambda r: print("  " + format_row(r), flush=True))
+    print_table(table)
+    print(f"== one-process VALID Server rate (ladder, {args.probe_s} s probes, "
+          f"SLO {SLO_MS} ms)", flush=True)
+    rate, probes = one_process_valid_rate(args.probe_s,
+                                          tuple(float(x) for x in args.ladder.split(",")))
+    n = args.server_workers
+    target = n * 0.8 * rate
+    print(f"== {n} processes at {n} x 0.8 x {rate:.0f} = {target:.0f} QPS", flush=True)
+    server: dict[str, Any] = {"one_process_valid_qps": rate, "ladder": probes,
+                              "workers": n, "target_qps": target}
+    if rate:
+        # energy on: a readable meter (NVML, RAPL) takes its idle reading before the clocks
+        r = run_test(server_settings(target, args.server_s, n, pins(n, args.pin), "auto"),
+                     "null", engine=LocalProcesses())
+        server["run"] = figures(r)
+        print(f"  {'VALID' if r.valid else 'INVALID'} {server['run']['reasons']}; lag p99 "
+              f"{server['run']['issue_lag_p99_us']:.0f} us; start slack "
+              f"{server['run']['start_slack_ms']} ms; worker CPU {server['run']['cpu_share']}",
+              flush=True)
+    effs = [row["efficiency"] for row in table["rows"] if row["processes"] <= 8]
+    summary = {"scaling": table, "server": server, "pinned": args.pin,
+               "seconds": round(time.monotonic() - began, 1),
+               "marks": {"efficiency_min_up_to_8": min(effs, default=None),
+                         "efficiency_ok": bool(effs) and min(effs) >= EFFICIENCY_MARK,
+                         "server_valid": bool(server.get("run", {}).get("valid"))}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=1))
+    print(f"marks: {summary['marks']}; {summary['seconds']} s; written {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The pipeline's device work on CUDA: three streams, a ring of slots, events for timing.
+
+Each slot owns a pinned host input, a device input, a device output, a pinned landing
+buffer and six timing events. A launch queues, without waiting: H2D on the h2d stream;
+compute on the compute stream once the H2D event has fired (a CUDA graph replay of the
+batch's bucket, or the eager forward); D2H on the d2h stream once compute has. H2D and
+D2H have a stream each: on one copy stream, the next batch's H2D would queue behind
+this batch's D2H, which waits for its compute, and copies would never overlap compute.
+A slot is launched again only after `finish` saw its last event, so none of its buffers
+is written while the device still reads it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from oipwire.datatypes import TensorSpec
+from oipwire.timing import COMPUTE, D2H, H2D
+from sut.forward import Forward
+from sut.graphs import GraphSet
+from sut.staging import host_buffer, stage
+
+__all__ = ["CudaLauncher"]
+
+_MS = 1_000_000  # ns per ms (CUDA events measure ms)
+
+
+def _device_buffer(current: torch.Tensor | None, rows: int, like: torch.Tensor,
+                   device: torch.device) -> torch.Tensor:
+    if (current is not None and current.shape[0] >= rows and current.dtype == like.dtype
+            and current.shape[1:] == like.shape[1:]):
+        return current
+    return torch.empty((rows, *like.shape[1:]), dtype=like.dtype, device=device)
+
+
+class _Slot:
+    """One batch's buffers and events; reused batch after batch."""
+
+    def __init__(self, inputs: int, outputs: int) -> None:
+        self.host_in: list[torch.Tensor | None] = [None] * inputs
+        self.dev_in: list[torch.Tensor | None] = [None] * inputs
+        self.dev_out: list[torch.Tensor | None] = [None] * outputs
+        self.landing: list[torch.Tensor | None] = [None] * outputs
+        self.events = [torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                       for _ in range(6)]
+        self.rows = 0
+        self.staged_ns = 0
+        self.eager: list[torch.Tensor] = []  # eager outputs, alive until their D2H is done
+
+
+class CudaLauncher:
+    """The `Launcher` of one instance on one CUDA device (see the module docstring)."""
+
+    def __init__(self, forward: Forward, device: torch.device,
+                 inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...],
+                 slots: int = 3, graphs: GraphSet | None = None) -> None:
+        self.device = device
+        self.graphs = graphs
+        self._forward = forward
+        self._names = tuple(s.name for s in inputs)
+        with torch.cuda.device(device):
+            self._h2d = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+            self._compute = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+            self._d2h = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+            self._default = torch.cuda.default_stream(device)
+            self._slots = [_Slot(len(inputs), len(outputs)) for _ in range(slots)]
+
+    @property
+    def slots(self) -> int:
+        """The ring's length."""
+        return len(self._slots)
+
+    @property
+    def streams(self) -> tuple[torch.cuda.Stream, ...]:
+        """The h2d, compute and d2h streams, in that order."""
+        return self._h2d, self._compute, self._d2h
+
+    def bind_thread(self) -> None:
+        """Make this launcher's device the calling thread's."""
+        torch.cuda.set_device(self.device)
+
+    def launch(self, slot: int, batch: Any) -> None:
+        """Stage the batch (or take its lent pinned block as it is) and queue its work."""
+        began = time.perf_counter_ns()
+        s = self._slots[slot]
+        rows, requests = batch.rows, batch.requests
+        lent = requests[0].lent if len(requests) == 1 else None
+        sources = []
+        for i, name in enumerate(self._names):
+            if lent is not None:
+                sources.append(lent.tensors[name][:rows])
+            else:
+                s.host_in[i] = stage(s.host_in[i], [r.inputs[name] for r in requests], rows,
+                                     pinned=True)
+                sources.append(s.host_in[i][:rows])  # type: ignore[index]
+        s.rows, s.staged_ns = rows, time.perf_counter_ns() - began
+        ev = s.events
+        try:
+            torch.cuda.set_stream(self._h2d)
+            ev[0].record(self._h2d)
+            on_device = []
+            for i, src in enumerate(sources):
+                s.dev_in[i] = buf = _device_buffer(s.dev_in[i], rows, src, self.device)
+                on_device.append(buf[:rows].copy_(src, non_blocking=True))
+            ev[1].record(self._h2d)
+            torch.cuda.set_stream(self._compute)
+            self._compute.wait_event(ev[1])
+            ev[2].record(self._compute)
+            results = self._run(s, on_device, rows)
+            ev[3].record(self._compute)
+            torch.cuda.set_stream(self._d2h)
+            self._d2h.wait_event(ev[3])
+            ev[4].record(self._d2h)
+            for i, out in enumerate(results):
+                s.landing[i] = land = host_buffer(s.landing[i], rows, out.shape[1:], out.dtype,
+                                                  pinned=True)
+                land[:rows].copy_(out, non_blocking=True)
+            ev[5].record(self._d2h)
+        finally:
+            torch.cuda.set_stream(self._default)
+
+    def _run(self, s: _Slot, on_device: list[torch.Tensor], rows: int) -> list[torch.Tensor]:
+        """The forward on the compute stream: a graph replay copied into the slot's device
+        outputs (the static outputs are the next replay's), or the eager outputs, kept."""
+        bucket = self.graphs.bucket_for(on_device) if self.graphs is not None else None
+        if bucket is None or self.graphs is None:
+            s.eager = self._forward(on_device)
+            return s.eager
+        results = []
+        for i, static in enumerate(self.graphs.run(bucket, on_device)):
+            s.dev_out[i] = out = _device_buffer(s.dev_out[i], rows, static, self.device)
+            results.append(out[:rows].copy_(static[:rows]))
+        return results
+
+    def finish(self, slot: int) -> tuple[list[np.ndarray], dict[str, int]]:
+        """Wait for the slot's D2H; copies of its outputs and the phases from its events."""
+        s = self._slots[slot]
+        ev = s.events
+        ev[5].synchronize()
+        landed = time.perf_counter_ns()
+        rows = s.rows
+        arrays = [land[:rows].numpy().copy() for land in s.landing if land is not None]
+        s.eager = []
+        h2d, compute, d2h = (round(ev[i].elapsed_time(ev[i + 1]) * _MS) for i in (0, 2, 4))
+        return arrays, {H2D: s.staged_ns + h2d, COMPUTE: compute,
+                        D2H: d2h + time.perf_counter_ns() - landed}
+
+    def abandon(self, slot: int) -> None:
+        """After a failed launch: wait for whatever of the slot's work was queued."""
+        for stream in self.streams:
+            stream.synchronize()
+        self._slots[slot].eager = []

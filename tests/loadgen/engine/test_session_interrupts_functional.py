@@ -1,0 +1,83 @@
+"""SIGTERM stops a run as Ctrl-C does (a partial result marked interrupted), and a second
+signal stops the drain against a stalled SUT instead of waiting out `drain_timeout_s`."""
+
+from __future__ import annotations
+
+import json
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loadgen.engine.runner import ABANDONED
+
+pytestmark = pytest.mark.functional
+
+
+def _start(out: Path, sut: str, *settings: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "loadgen", "run", "scenarios/server.toml", "--sut", sut,
+         "--out", str(out), "--quiet", "--set", "preset='dev'", "--set", "min_duration_s=60",
+         "--set", "target_qps=500", *(a for s in settings for a in ("--set", s))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _running(proc: subprocess.Popen[str], out: Path) -> None:
+    """Wait (30 s at most) until the run's query log holds rows: the run is under way."""
+    log = out / "queries.bin"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None \
+            and (not log.exists() or log.stat().st_size == 0):
+        time.sleep(0.05)  # polling for the run to get going, not synchronising with it
+    assert proc.poll() is None and log.stat().st_size > 0
+
+
+def _said(proc: subprocess.Popen[str], words: str, timeout_s: float) -> None:
+    """Read the run's stderr until a line holds `words` (AssertionError after `timeout_s`)."""
+    assert proc.stderr is not None
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        while (left := deadline - time.monotonic()) > 0 and selector.select(left):
+            line = proc.stderr.readline()
+            if not line or words in line:
+                assert line, "the run ended first"
+                return
+    raise AssertionError(f"no line saying {words!r} within {timeout_s} s")
+
+
+def test_sigterm_writes_a_partial_result_marked_interrupted(tmp_path: Path) -> None:
+    proc = _start(tmp_path, "sim:service=const:200us")
+    try:
+        _running(proc, tmp_path)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["interrupted"] is True and result["reason_codes"][0] == "interrupted"
+    assert result["queries"] > 0 and (tmp_path / "summary.txt").stat().st_size > 0
+
+
+def test_a_second_interrupt_stops_the_drain_of_a_stalled_sut(tmp_path: Path) -> None:
+    proc = _start(tmp_path, "sim:service=const:200us,stall_after_s=0.2", "drain_timeout_s=120")
+    try:
+        _running(proc, tmp_path)
+        began = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _said(proc, "interrupt again", 30)  # the first one is taken: it drains
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - began
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, err
+    assert took < 60  # not the 120 s drain
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["interrupted"] is True and result["unfinished"] > 0
+    assert ABANDONED in json.dumps(result["errors_detail"])

@@ -1,0 +1,134 @@
+"""The service's executor paths on the CPU: pipelined instances, lent blocks, the options."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from sut.batcher import Batcher, BatcherConfig
+from sut.errors import ConfigError, InvalidInput, SutError
+from sut.instances import ExecutorChoice, choose
+from sut.models import load_model
+from sut.options import parse_options
+from sut.service import InferenceService, InferResult
+from sut.staging import PinnedPool
+from tests.sut.test_service import serve, submitted
+
+
+@pytest.mark.parametrize("cuda, pipelined, graphs, expect", [
+    (True, None, None, ExecutorChoice(True, True)),
+    (False, None, None, ExecutorChoice(False, False)),
+    (True, False, None, ExecutorChoice(False, False)),  # graphs need the pipeline
+    (True, None, False, ExecutorChoice(True, False)),
+    (False, True, True, ExecutorChoice(True, False)),  # and CUDA
+])
+def test_choose(cuda: bool, pipelined: bool | None, graphs: bool | None,
+                expect: ExecutorChoice) -> None:
+    assert choose(cuda, pipelined, graphs) == expect
+
+
+def test_the_options_parse_flags_and_refuse_other_words() -> None:
+    parsed = parse_options({"pipelined": "true", "cuda_graphs": "off", "instances": "3"})
+    assert (parsed.pipelined, parsed.cuda_graphs, parsed.instances) == (True, False, 3)
+    with pytest.raises(ConfigError) as caught:
+        parse_options({"cuda_graphs": "maybe"})
+    assert caught.value.key == "cuda_graphs"
+
+
+def test_pipelined_on_the_cpu_answers_as_the_model_does_and_says_so() -> None:
+    async def body(s: InferenceService) -> tuple[dict[str, Any], list[Any]]:
+        xs = [s.sample_inputs(np.arange(i, i + 1 + i % 5)) for i in range(40)]
+        results = await asyncio.gather(*(s.infer(x) for x in xs))
+        return s.describe(), list(zip(xs, results, strict=True))
+
+    info, pairs = serve("mlp", body, device="cpu", pipelined="true", max_batch_size="8",
+                        max_queue_delay_us="500")
+    assert info["pipelined"] is True and info["cuda_graphs"] is False
+    assert info["executor"] == f"pipelined (3-slot ring), eager, {info['instances']} per device"
+    assert info["in_flight"] == 3 * info["workers"]
+    module = load_model("mlp", {}, 0).module
+    with torch.inference_mode():
+        for x, result in pairs:
+            want = module(torch.from_numpy(x["input"])).numpy()
+            np.testing.assert_allclose(result.outputs["output"], want, rtol=1e-5, atol=1e-6)
+            assert min(result.timings_ns.values()) >= 0
+
+
+def test_serial_is_the_cpu_default_and_says_so() -> None:
+    async def body(s: InferenceService) -> dict[str, Any]:
+        return s.describe()
+
+    info = serve("mlp", body, device="cpu")
+    assert (info["pipelined"], info["cuda_graphs"]) == (False, False)
+    assert info["executor"] == f"serial, eager, {info['instances']} per device"
+
+
+def test_a_failing_batch_fails_alone_in_the_pipeline() -> None:
+    async def body(s: InferenceService) -> list[Any]:
+        xs = [np.full((1, 4), 5000.0 if i == 3 else float(i), np.float32) for i in range(12)]
+        # one request per batch (max_batch_size=1), so only the bad one fails
+        return list(await asyncio.gather(*(s.infer({"input": x}) for x in xs),
+                                         return_exceptions=True))
+
+    results = serve("import:tests.sut.user_models:picky", body, device="cpu",
+                    pipelined="true", max_batch_size="1", input_shape="4")
+    assert isinstance(results[3], SutError) and "above 1000" in str(results[3])
+    good = [r for i, r in enumerate(results) if i != 3]
+    assert all(isinstance(r, InferResult) for r in good)
+    assert [float(r.outputs["output"][0, 0]) for r in good] == [i for i in range(12) if i != 3]
+
+
+def test_a_lent_block_goes_back_when_answered_and_when_refused() -> None:
+    async def body(s: InferenceService) -> tuple[list[int], str]:
+        assert s._instances is not None
+        s._instances.pool = pool = PinnedPool(s.metadata.inputs, 8, limit=1, pinned=False)
+        order: list[int] = []
+        for i in range(3):  # one block only: each lend succeeds only if the last came back
+            lent = s.lend(4)
+            assert lent is not None
+            order.append(lent.block)
+            data = s.sample_inputs(np.arange(i, i + 4))["input"]
+            np.copyto(lent.arrays["input"], data)
+            result = await submitted(s, lent.arrays, lent=lent)
+            np.testing.assert_allclose(result.outputs["output"],
+                                       load_model("mlp", {}, 0).module(
+                                           torch.from_numpy(data)).detach().numpy(),
+                                       rtol=1e-5, atol=1e-6)
+        lent = pool.lend(4)
+        assert lent is not None
+        with pytest.raises(InvalidInput) as refused:
+            s.submit({"wrong": lent.arrays["input"]}, lambda _: None, lent=lent)
+        assert pool.lend(4) is not None  # the refused block came back
+        return order, str(refused.value)
+
+    order, refused = serve("mlp", body, device="cpu", pipelined="true")
+    assert order == [0, 0, 0] and "want inputs" in refused
+
+
+def test_a_request_that_cannot_make_a_batch_due_wakes_no_worker() -> None:
+    batcher = Batcher(BatcherConfig(max_batch_size=4, max_queue_delay_us=10_000_000))
+    wakes = []
+    notify = batcher._due.notify
+
+    def counting(n: int = 1) -> None:
+        wakes.append(n)
+        notify(n)
+
+    batcher._due.notify = counting  # type: ignore[method-assign]
+    row = {"x": np.zeros((1, 1), np.float32)}
+    for _ in range(3):
+        batcher.submit(row, 1, lambda _: None)
+    assert len(wakes) == 1  # the first (a worker sets its timer from it), not the others
+    batcher.submit(row, 1, lambda _: None)
+    assert len(wakes) == 2  # four rows: a full batch is due now
+    got: list[Any] = []
+    taker = threading.Thread(target=lambda: got.append(batcher.next_batch()))
+    taker.start()
+    taker.join(10)
+    assert got and got[0] is not None and got[0].rows == 4
+    batcher.close(drain=False)
