@@ -23,7 +23,8 @@ own overhead stays visible beside the target), at `--precision` fp32, fp16 or bf
 the first line names the GPU and driver. `--variants` compares executor paths on the
 same cases: `default` (the SUT's own defaults), `serial` (one batch at a time per
 instance, one instance: the path before the pipeline), `pipelined-N` (a ring per
-instance, eager, N instances), `graphs-N` (the ring with CUDA graphs, N instances).
+instance, eager, N instances), `graphs-N` (the ring with CUDA graphs, N instances),
+`graphs-1-two-threads` (graphs-1 with an issue and a completion thread).
 `--json` prints one JSON object per case instead of prose: model, batch, device,
 precision, variant, sut_samples_per_s, raw_samples_per_s (eager), ratio, raw_graph_samples_per_s
 and ratio_graph (with `--raw-modes ...,graph`), component_p50_us (h2d, compute,
@@ -33,7 +34,7 @@ largest batch (what the harness alone costs a batch).
     .venv/bin/python benchmarks/batching.py [--models mlp,cnn,transformer] [--rounds 3]
         [--offline-batches 32,256] [--layout 1x2] [--no-server] [--seconds 3]
         [--model mlp] [--slo-ms 20] [--budget-s 150] [--device cpu|cuda] [--precision fp32]
-        [--variants default,serial,pipelined-1,pipelined-2,graphs-1,graphs-2]
+        [--variants default,serial,pipelined-1,pipelined-2,graphs-1,graphs-2,...]
         [--raw-modes eager,graph] [--json] [--harness]
 """
 
@@ -71,6 +72,7 @@ VARIANTS = {
     "pipelined-2": "pipelined=true,cuda_graphs=false,instances=2",
     "graphs-1": "pipelined=true,cuda_graphs=true,instances=1",
     "graphs-2": "pipelined=true,cuda_graphs=true,instances=2",
+    "graphs-1-two-threads": "pipelined=true,cuda_graphs=true,instances=1,completion_thread=true",
 }
 
 

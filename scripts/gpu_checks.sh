@@ -8,14 +8,15 @@
 #   cuda-tests 70  every test marked `cuda` (pytest -m cuda; none may skip here), LLM
 #                  engine's CUDA-equals-CPU tests included; scale-out runs beside it
 #   scaleout   85  scripts/scaleout_checks.sh when it exists (in the background, from t0)
-#   batch-fp32 40  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
-#   batch-bf16 40    batch 32 and 256 (6 cases), raw eager and graph loops beside, and
+#   batch-fp32 36  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
+#   batch-bf16 36    batch 32 and 256 (6 cases), raw eager and graph loops beside, and
 #                    the no-compute model at 256 (the harness alone)
-#   server     25  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
-#   llm        25  benchmarks/llm_serving.py --device cuda --json
-#   energy     20  an Offline run of builtin:mlp on the GPU with energy on
+#   server     22  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
+#   llm        35  benchmarks/llm_serving.py --device cuda --json (peak searches 10 s)
+#   energy     22  an Offline run of builtin:mlp on the GPU with energy on
 #   variants   the rest of the 4 minutes (if 20 s or more): mlp and cnn at fp32 on each
-#              executor path (serial, pipelined-1/2, graphs-1/2); cut off when time is up
+#              executor path (serial, graphs-1, graphs-1-two-threads, graphs-2,
+#              pipelined-1); cut off when time is up
 #
 # Everything goes under $OUT_DIR (default runs/gpu-check): one log per section in logs/,
 # and summary.json (every figure, each section's exit status and seconds). When $OUT is
@@ -120,7 +121,7 @@ cuda_tests() {
 
 scaleout() {
   if [ -f scripts/scaleout_checks.sh ]; then
-    bash scripts/scaleout_checks.sh
+    OUT_DIR="$OUT_DIR/runs/scaleout" bash scripts/scaleout_checks.sh
   else
     echo "scripts/scaleout_checks.sh: not in this tree; skipped"
   fi
@@ -139,17 +140,17 @@ server() {
 
 energy() {
   "$PY" -m loadgen run scenarios/offline.toml --sut "builtin:mlp,device=cuda,max_batch_size=256" \
-    --out "$OUT_DIR/runs/energy" --set preset="'dev'" --set min_duration_s=4 \
-    --set target_qps=500000 --set energy_sample_hz=20 --set energy_idle_s=1
+    --out "$OUT_DIR/runs/energy" --set preset="'dev'" --set min_duration_s=3 \
+    --set target_qps=1500000 --set energy_sample_hz=20 --set energy_idle_s=1
 }
 
 variants() {  # what each executor path gives, in whatever time the budget leaves
   "$PY" benchmarks/batching.py --device cuda --precision fp32 --json --no-server --rounds 1 \
-    --seconds 0.5 --models mlp,cnn --variants serial,pipelined-1,pipelined-2,graphs-1,graphs-2
+    --seconds 0.5 --models mlp,cnn --variants serial,graphs-1,graphs-1-two-threads,graphs-2,pipelined-1
 }
 
 llm() {
-  "$PY" benchmarks/llm_serving.py --device cuda --json --rounds 1
+  "$PY" benchmarks/llm_serving.py --device cuda --json --rounds 1 --search-s 10
 }
 
 export PY OUT_DIR LOGS
@@ -163,11 +164,11 @@ run gpu 15 gpu_info
 run cuda-tests 70 cuda_tests
 wait "$SCALEOUT"
 cat "$LOGS/scaleout.out"
-run batch-fp32 40 batching fp32
-run batch-bf16 40 batching bf16
-run server 25 server
-run llm 25 llm
-run energy 20 energy
+run batch-fp32 36 batching fp32
+run batch-bf16 36 batching bf16
+run server 22 server
+run llm 35 llm
+run energy 22 energy
 LEFT=$(( 232 - ($(date +%s) - STARTED) ))
 if [ "$LEFT" -ge 20 ]; then
   run variants "$LEFT" variants
@@ -252,6 +253,9 @@ def server():
 
 
 def scaleout():
+    found = out / "runs" / "scaleout" / "scaleout.json"
+    if found.exists():
+        return json.loads(found.read_text())
     path = logs / "scaleout.log"
     return json_lines("scaleout") or (path.read_text(errors="replace")[-2000:]
                                        if path.exists() else None)

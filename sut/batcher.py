@@ -234,6 +234,14 @@ class Batcher:
                     return None
                 self._due.wait(None if wake_ns is None else max(0, wake_ns - now) / 1e9)
 
+    def try_batch(self) -> Batch | None:
+        """The batch due now for the calling (free) worker, or None; never waits."""
+        with self._due:
+            batch, _ = self._form(time.perf_counter_ns())
+            if batch is not None and self._queued:
+                self._due.notify()  # another free worker may form the next one
+            return batch
+
     def close(self, drain: bool = True) -> None:
         """Stop taking requests; leave what waits to the workers (drain) or fail it."""
         victims: list[Request] = []

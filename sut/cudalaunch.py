@@ -136,6 +136,10 @@ class CudaLauncher:
             results.append(out[:rows].copy_(static[:rows]))
         return results
 
+    def ready(self, slot: int) -> bool:
+        """Whether the slot's D2H is done (its last event has fired)."""
+        return bool(self._slots[slot].events[5].query())  # type: ignore[no-untyped-call]
+
     def finish(self, slot: int) -> tuple[list[np.ndarray], dict[str, int]]:
         """Wait for the slot's D2H; copies of its outputs and the phases from its events."""
         s = self._slots[slot]

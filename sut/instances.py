@@ -3,7 +3,8 @@
     pipelined=false   `WorkerPool` of `Executor`s: one thread per instance, in series
                       (the CPU's default)
     pipelined=true    a `Pipeline` per instance over a ring of slots (CUDA's default):
-                      `CudaLauncher` on CUDA, `HostLauncher` on the CPU
+                      `CudaLauncher` on CUDA, `HostLauncher` on the CPU; one thread, or
+                      an issue and a completion thread (`completion_thread=true`)
     cuda_graphs=true  (CUDA's default) each CUDA pipeline replays CUDA graphs per
                       batch-size bucket, captured at load; eager when capture fails,
                       with the reason in `note`
@@ -42,14 +43,17 @@ class ExecutorChoice:
 
     pipelined: bool
     cuda_graphs: bool
+    completion_thread: bool = False
 
 
-def choose(cuda: bool, pipelined: bool | None, cuda_graphs: bool | None) -> ExecutorChoice:
+def choose(cuda: bool, pipelined: bool | None, cuda_graphs: bool | None,
+           completion_thread: bool = False) -> ExecutorChoice:
     """The path for a device: on CUDA pipelined with graphs, on the CPU serial, by default.
     Graphs need the pipeline and CUDA; asked for elsewhere they are off."""
     run_pipelined = cuda if pipelined is None else pipelined
     graphs = cuda if cuda_graphs is None else cuda_graphs
-    return ExecutorChoice(run_pipelined, graphs and cuda and run_pipelined)
+    return ExecutorChoice(run_pipelined, graphs and cuda and run_pipelined,
+                          completion_thread and run_pipelined)
 
 
 class Instances:
@@ -105,7 +109,10 @@ class Instances:
         """The executor path, for the summary and result.json's `sut` block."""
         graphs = bool(self.buckets)
         per_device = len(self._devices) // len(set(self._devices))
-        path = (f"pipelined ({RING_SLOTS}-slot ring)" if self.choice.pipelined else "serial")
+        threads = ("issue and completion threads" if self.choice.completion_thread
+                   else "one thread")
+        path = (f"pipelined ({RING_SLOTS}-slot ring, {threads})" if self.choice.pipelined
+                else "serial")
         mode = (f"CUDA graphs (buckets {self.buckets[0]}-{self.buckets[-1]})" if graphs
                 else "eager")
         return {"executor": f"{path}, {mode}, {per_device} per device",
@@ -113,7 +120,7 @@ class Instances:
                 "in_flight": self.in_flight,
                 "executor_note": self.note or None}
 
-    def start(self, next_batch: Callable[[], Any],
+    def start(self, next_batch: Callable[[], Any], try_batch: Callable[[], Any],
               run_serial: Callable[[Executor, Any], None],
               deliver: Callable[[Any, list[np.ndarray], dict[str, int]], None],
               fail: Callable[[Any, BaseException], None]) -> None:
@@ -123,8 +130,10 @@ class Instances:
             self._running = pool
             pool.start()
             return
-        pipelines = [Pipeline(launcher, next_batch, deliver, fail, f"sut-instance-{i}",
-                              self._threads) for i, launcher in enumerate(self.launchers)]
+        pipelines = [Pipeline(launcher, next_batch, try_batch, deliver, fail,
+                              f"sut-instance-{i}", self._threads,
+                              self.choice.completion_thread)
+                     for i, launcher in enumerate(self.launchers)]
         self._running = pipelines
         for pipeline in pipelines:
             pipeline.start()

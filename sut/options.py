@@ -26,6 +26,7 @@ class ServiceOptions:
     instances: int | None = None
     pipelined: bool | None = None
     cuda_graphs: bool | None = None
+    completion_thread: bool = False
     workers: int | None = None
     threads: int | None = None
     precision: str = "fp32"
@@ -76,6 +77,7 @@ _PARSERS: dict[str, Callable[[str, str], object]] = {
     "instances": _int(1),
     "pipelined": _flag,
     "cuda_graphs": _flag,
+    "completion_thread": _flag,
     "workers": _int(1),
     "threads": _int(1),
     "precision": _word,
@@ -93,6 +95,8 @@ OPTION_HELP: dict[str, str] = {
     "pipelined": "true: a ring of slots per instance, copies and compute overlapped (CUDA"
                  " default); false: one batch at a time per instance (CPU default)",
     "cuda_graphs": "true (CUDA default): replay CUDA graphs per batch-size bucket; false: eager",
+    "completion_thread": "pipelines: true = an issue and a completion thread per instance;"
+                         " false (default) = one thread launches and hands back",
     "workers": "workers in all, round-robin over devices (instead of instances)",
     "threads": "intra-op threads per worker (default cores // workers)",
     "precision": "fp32 (default), fp16 or bf16; falls back to fp32 where unsupported",

@@ -322,7 +322,8 @@ class InferenceService:
         max_rows = self._config_max_batch()
         rows = loaded.dataset.sample_inputs(np.arange(max_rows) % loaded.dataset.size)
         devices = self._plan.devices
-        choice = choose(devices[0].startswith("cuda"), o.pipelined, o.cuda_graphs)
+        choice = choose(devices[0].startswith("cuda"), o.pipelined, o.cuda_graphs,
+                        o.completion_thread)
         building = time.perf_counter_ns()
         instances = Instances(copies, devices, precision, loaded.inputs, loaded.outputs, choice,
                               self._plan.threads_per_worker, max_rows,
@@ -331,7 +332,8 @@ class InferenceService:
         batcher = Batcher(self._batcher_config)
         self._batcher, self._instances = batcher, instances
         batcher.start()
-        instances.start(batcher.next_batch, self._run_batch, self._deliver, self._fail)
+        instances.start(batcher.next_batch, batcher.try_batch, self._run_batch, self._deliver,
+                        self._fail)
         warm = time.perf_counter_ns()
         try:
             self._warm_up(batcher, instances.in_flight)

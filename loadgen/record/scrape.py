@@ -1,22 +1,22 @@
 """The server-metrics scraper: a thread reading an endpoint's Prometheus `/metrics`, off the
 issue path.
 
-`ServerScraper(url, interval_s, headers=...)` mirrors the energy meter: `start()` takes a first scrape in
-the calling thread (so the span opens before the run's clock does) and starts the thread,
-which scrapes every `interval_s`; `stop()` takes a last scrape and returns the
-`ScrapeTrace`: every scrape stamped on the engine's clock (`perf_counter_ns`, halfway through
-the request), parsed with prometheus-client's text parser, so the judge can cut it to the
-measured window afterwards. A scrape that fails (refused, timed out, not Prometheus text)
-is counted with its reason and never raises: the run goes on. Pacing is a wait on the stop
-event, so `stop()` ends the thread at once.
+`ServerScraper(url, interval_s, headers=...)` mirrors the energy meter: `start()` takes a
+first scrape in the calling thread (so the span opens before the run's clock does) and
+starts the thread, which reads the body every `interval_s`; `stop()` takes a last scrape and
+returns the `ScrapeTrace`: every scrape stamped on the engine's clock (`perf_counter_ns`,
+halfway through the request), parsed then with prometheus-client's text parser, so the judge
+can cut it to the measured window afterwards. A scrape that fails (refused, timed out, not
+Prometheus text) is counted with its reason and never raises: the run goes on. Pacing is a
+wait on the stop event, so `stop()` ends the thread at once.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -73,7 +73,11 @@ def _fetch(url: str, timeout_s: float, headers: dict[str, str] | None = None) ->
 
 
 class ServerScraper:
-    """Scrapes `url` every `interval_s` on its own thread, from `start()` to `stop()`."""
+    """Scrapes `url` every `interval_s` on its own thread, from `start()` to `stop()`.
+
+    The thread only reads the body and keeps it zlib-compressed (both release the GIL), so
+    the run's event loop does not wait on it; parsing happens at `stop()`, after the run
+    (and for `latest()`, in whichever thread asks)."""
 
     def __init__(self, url: str, interval_s: float = 1.0,
                  fetch: Callable[[str, float], str] | None = None,
@@ -88,34 +92,39 @@ class ServerScraper:
         self._clock = time.perf_counter_ns
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
-        self._scrapes: list[Scrape] = []
-        self._types: dict[str, str] = {}
+        self._bodies: list[tuple[int, bytes]] = []  # (stamp, zlib-compressed text)
+        self._latest: tuple[int, Scrape | None, dict[str, str]] = (0, None, {})
         self._failures = 0
         self._errors: list[str] = []
 
     def latest(self) -> Scrape | None:
-        """The last good scrape (None before the first); any thread may call."""
-        scrapes = self._scrapes
-        return scrapes[-1] if scrapes else None
+        """The last body read, parsed (None before the first, or when it is not Prometheus
+        text); any thread may call."""
+        count = len(self._bodies)
+        if count and self._latest[0] != count:
+            stamp, body = self._bodies[count - 1]
+            try:
+                values, types = parse_scrape(zlib.decompress(body).decode("utf-8"))
+                self._latest = (count, Scrape(stamp, values) if values else None, types)
+            except (ValueError, UnicodeDecodeError):
+                self._latest = (count, None, {})
+        return self._latest[1]
 
     @property
     def types(self) -> dict[str, str]:
-        """The family types seen so far (family -> counter, gauge, histogram, ...)."""
-        return dict(self._types)
+        """The family types of the `latest()` scrape (family -> counter, gauge, ...)."""
+        return dict(self._latest[2])
 
     def scrape(self) -> None:
-        """One scrape now, in this thread: kept, or counted as failed with its reason."""
+        """One read now, in this thread: kept, or counted as failed with its reason."""
         before = self._clock()
         try:
-            values, types = parse_scrape(self._fetch(self.url, self._timeout_s))
+            text = self._fetch(self.url, self._timeout_s)
         except (OSError, ValueError, UnicodeDecodeError) as exc:  # URLError, HTTPError, timeouts
             self._failed(exc)
             return
-        if not values:
-            self._failed(ValueError("no samples (not Prometheus text?)"))
-            return
-        self._types.update(types)
-        self._scrapes.append(Scrape((before + self._clock()) // 2, values))
+        stamp = (before + self._clock()) // 2
+        self._bodies.append((stamp, zlib.compress(text.encode("utf-8"), 1)))
 
     def _failed(self, exc: BaseException) -> None:
         self._failures += 1
@@ -137,12 +146,26 @@ class ServerScraper:
         self._thread.start()
 
     def stop(self) -> ScrapeTrace:
-        """Stop (one last scrape closes the span) and return everything scraped."""
+        """Stop (one last scrape closes the span), parse every body read, and return them;
+        a body that is not Prometheus text counts as a failed scrape."""
         if self._thread is not None:
             self._halt.set()
             self._thread.join()
             self._thread = None
-            if self._scrapes:  # a dead endpoint is not waited on once more
+            if self._bodies:  # a dead endpoint is not waited on once more
                 self.scrape()
-        return ScrapeTrace(self.url, self.interval_s, tuple(self._scrapes), dict(self._types),
-                           self._failures, tuple(self._errors))
+        scrapes: list[Scrape] = []
+        types: dict[str, str] = {}
+        for stamp, body in self._bodies:
+            try:
+                values, seen = parse_scrape(zlib.decompress(body).decode("utf-8"))
+            except (ValueError, UnicodeDecodeError) as exc:
+                self._failed(exc)
+                continue
+            if not values:
+                self._failed(ValueError("no samples (not Prometheus text?)"))
+                continue
+            types.update(seen)
+            scrapes.append(Scrape(stamp, values))
+        return ScrapeTrace(self.url, self.interval_s, tuple(scrapes), types, self._failures,
+                           tuple(self._errors))

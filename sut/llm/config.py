@@ -17,6 +17,9 @@
     device=auto                  auto (cuda when available), cpu, cuda, cuda:N
     dtype=float32                float32, float16, bfloat16 or float64
     seed=0                       the weights' seed
+    cuda_graphs=true             decode steps replay CUDA graphs captured per batch and
+                                 width bucket (cuda only; eager when off or when a graph
+                                 fails its check at load)
     trace_steps=1024             steps kept in the per-step trace
 """
 
@@ -51,6 +54,7 @@ KNOB_HELP = {
     "device": "auto, cpu, cuda or cuda:N",
     "dtype": "float32, float16, bfloat16 or float64",
     "seed": "the weights' seed",
+    "cuda_graphs": "decode on CUDA graphs per batch/width bucket (cuda only)",
     "trace_steps": "steps kept in the per-step trace (/debug/steps)",
 }
 
@@ -74,6 +78,7 @@ class EngineConfig:
     device: str = "auto"
     dtype: str = "float32"
     seed: int = 0
+    cuda_graphs: bool = True
     trace_steps: int = 1024
 
     def __post_init__(self) -> None:

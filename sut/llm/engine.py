@@ -8,8 +8,11 @@ Each step: take new requests and cancellations, let the scheduler form the step 
 prefill chunks, decode one token for every running sequence), run it, append the sampled
 tokens, retire finished sequences (their blocks freed at once), register newly full blocks
 for prefix caching, and hand each request its `Delta` through its callback, on this thread;
-an asyncio caller forwards it with `loop.call_soon_threadsafe`. The waiting queue is bounded
-(`max_waiting`): one more request raises `Overloaded` (a 429 on the wire).
+an asyncio caller forwards it with `loop.call_soon_threadsafe`. A step's deltas go out while
+the next step computes (the runner's `while_computing`), before the loop idles, and before
+any request ends otherwise (cancel, error, stop); each keeps the time its tokens were read.
+The waiting queue is bounded (`max_waiting`): one more request raises `Overloaded` (a 429 on
+the wire).
 
 Failures stay with their requests: a request that can never run (token ids outside the
 vocabulary, non-finite sampling values) is refused by `submit`; a step whose run raises ends
@@ -73,7 +76,7 @@ class LLMEngine:
         self.config = config
         self.runner = runner
         self.max_model_len = max_model_len
-        self.blocks = BlockManager(len(runner.kv[0][0]), config.block_size,
+        self.blocks = BlockManager(runner.num_blocks, config.block_size,
                                    config.enable_prefix_caching)
         self.scheduler = Scheduler(config, self.blocks)
         self.observer = observer
@@ -92,6 +95,8 @@ class LLMEngine:
         self._failed_steps = 0
         self._watchers: list[Callable[[str | None], None]] = []
         self._ended = False
+        self._unsent: list[tuple[Sequence, int]] = []  # (sequence, read ns) still to emit
+        runner.while_computing = self._send
 
     @classmethod
     def build(cls, model_name: str, config: EngineConfig,
@@ -105,7 +110,8 @@ class LLMEngine:
         blocks = config.num_kv_blocks or default_kv_blocks(
             model, device, config.block_size, dtype, config.max_num_seqs, max_len,
             config.gpu_memory_utilization)
-        runner = ModelRunner(model, device, blocks, config.block_size, dtype)
+        runner = ModelRunner(model, device, blocks, config.block_size, dtype,
+                             config.max_num_seqs, max_len, config.cuda_graphs)
         return cls(model_name, runner, config, max_len, observer)
 
     # -- the caller's side (any thread) --------------------------------------------------
@@ -238,6 +244,8 @@ class LLMEngine:
 
     def _intake(self) -> bool:
         """Take new requests and cancellations; wait while idle; False once stopping."""
+        if not self._live:
+            self._send()  # nothing will compute soon
         with self._lock:
             while not (self._inbox or self._cancels or self._stopping or self._live):
                 self._lock.wait()
@@ -259,6 +267,7 @@ class LLMEngine:
         began = time.perf_counter_ns()
         plan = self.scheduler.schedule()
         if not plan.work:
+            self._send()
             if self._live and not self.scheduler.running and not plan.preempted:
                 raise SutError("no request can be scheduled: the KV cache is too small")
             return
@@ -282,7 +291,8 @@ class LLMEngine:
         self._record(plan, began, forward_ns)
 
     def _advance(self, seq: Sequence, count: int, tokens: Iterator[int], now: int) -> None:
-        """Count `seq`'s computed tokens, take its sampled token, emit, retire it if done."""
+        """Count `seq`'s computed tokens, take its sampled token, retire it if done; its delta
+        goes out with the step's others (`_send`, while the next step computes)."""
         seq.computed += count
         self._register_full_blocks(seq)
         if seq.computed == seq.num_tokens:
@@ -290,10 +300,7 @@ class LLMEngine:
             if seq.finish_reason is not None:
                 self._live.pop(seq.request_id, None)
                 self.scheduler.remove(seq)
-                self._emit(seq, now)
-                self._finished(seq, now)
-                return
-        self._emit(seq, now)
+        self._unsent.append((seq, now))
 
     def _fail_step(self, plan: StepPlan, exc: Exception) -> None:
         """End every request of a step whose run raised; stop after MAX_FAILED_STEPS."""
@@ -322,12 +329,22 @@ class LLMEngine:
             seq.block_hashes.append(block_hash)
             self.blocks.register(seq.blocks[index], block_hash)
 
-    def _emit(self, seq: Sequence, now: int) -> None:
-        delta = seq.delta(now, self.config.stream_interval)
-        if delta is not None:
-            seq.on_output(delta)
+    def _send(self) -> None:
+        """Emit the deltas of the last step run (a finished request's observer first)."""
+        unsent, self._unsent = self._unsent, []
+        for seq, now in unsent:
+            try:
+                if seq.finish_reason is not None:
+                    self._finished(seq, now)
+                delta = seq.delta(now, self.config.stream_interval)
+                if delta is not None:
+                    seq.on_output(delta)
+            except Exception as exc:  # noqa: BLE001 (one request's failure is its own)
+                _log.exception("request %d failed sending its output", seq.request_id)
+                self._drop(seq, f"{type(exc).__name__}: {exc}")
 
     def _finish(self, seq: Sequence, reason: str, now: int, error: str | None = None) -> None:
+        self._send()  # a request's last delta follows every one it is owed
         seq.finish_reason = reason
         seq.on_output(Delta(seq.request_id, "", 0, len(seq.prompt), len(seq.output), now,
                             reason, error, seq.timings(now), seq.cached_tokens))
@@ -338,6 +355,7 @@ class LLMEngine:
             self.observer.finished(seq.timings(now), seq.token_ns, seq.finish_reason or "abort")
 
     def _fail_all(self, error: str | None) -> None:
+        self._send()
         with self._lock:
             self._stopping = True
             inbox, self._inbox = self._inbox, []
@@ -368,4 +386,4 @@ class LLMEngine:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
         return {"model": self.model_name, "device": str(device), "device_name": name,
                 "num_kv_blocks": self.blocks.num_blocks, "max_model_len": self.max_model_len,
-                **dataclasses.asdict(self.config)}
+                "decode_path": self.runner.decode_path, **dataclasses.asdict(self.config)}

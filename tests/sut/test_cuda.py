@@ -118,7 +118,8 @@ def test_the_service_serves_on_every_gpu_with_two_workers_each(precision: str) -
     expected = "fp32" if precision == "bf16" and not torch.cuda.is_bf16_supported() else precision
     assert info["precision"] == expected, info["precision_note"]
     assert info["pipelined"] and info["cuda_graphs"], info["executor_note"]
-    assert info["executor"].startswith("pipelined (3-slot ring), CUDA graphs (buckets 1-8)")
+    assert info["executor"].startswith("pipelined (3-slot ring, one thread), CUDA graphs "
+                                       "(buckets 1-8)")
     assert info["device"] == [f"cuda:{i}" for i in range(torch.cuda.device_count())]
     assert info["workers"] == 2 * torch.cuda.device_count() and info["cuda_devices"]
     loaded = load_model("mlp", {}, 0)
@@ -197,14 +198,17 @@ def test_each_instance_has_its_own_streams_and_pinned_blocks_are_reused() -> Non
 
 
 @pytest.mark.parametrize("graphs", ["true", "false"])
-def test_the_pipeline_answers_every_batch_size_correctly(graphs: str) -> None:
+@pytest.mark.parametrize("completion_thread", ["false", "true"])
+def test_the_pipeline_answers_every_batch_size_correctly(graphs: str,
+                                                         completion_thread: str) -> None:
     async def body(s: InferenceService) -> tuple[dict[str, Any], list[Any]]:
         xs = [s.sample_inputs(np.arange(i, i + 1 + i % 32)) for i in range(200)]
         results = await asyncio.gather(*(s.infer(x) for x in xs))
         return s.describe(), list(zip(xs, results, strict=True))
 
     info, pairs = serve("mlp", body, device="cuda:0", max_batch_size="32",
-                        max_queue_delay_us="200", cuda_graphs=graphs)
+                        max_queue_delay_us="200", cuda_graphs=graphs,
+                        completion_thread=completion_thread)
     assert info["cuda_graphs"] is (graphs == "true")
     loaded = load_model("mlp", {}, 0)
     for x, result in pairs:

@@ -30,6 +30,7 @@ from tests.sut.test_service import serve, submitted
 def test_choose(cuda: bool, pipelined: bool | None, graphs: bool | None,
                 expect: ExecutorChoice) -> None:
     assert choose(cuda, pipelined, graphs) == expect
+    assert choose(cuda, pipelined, graphs, True).completion_thread is expect.pipelined
 
 
 def test_the_options_parse_flags_and_refuse_other_words() -> None:
@@ -40,16 +41,21 @@ def test_the_options_parse_flags_and_refuse_other_words() -> None:
     assert caught.value.key == "cuda_graphs"
 
 
-def test_pipelined_on_the_cpu_answers_as_the_model_does_and_says_so() -> None:
+@pytest.mark.parametrize("completion_thread", ["false", "true"])
+def test_pipelined_on_the_cpu_answers_as_the_model_does_and_says_so(
+        completion_thread: str) -> None:
     async def body(s: InferenceService) -> tuple[dict[str, Any], list[Any]]:
         xs = [s.sample_inputs(np.arange(i, i + 1 + i % 5)) for i in range(40)]
         results = await asyncio.gather(*(s.infer(x) for x in xs))
         return s.describe(), list(zip(xs, results, strict=True))
 
     info, pairs = serve("mlp", body, device="cpu", pipelined="true", max_batch_size="8",
-                        max_queue_delay_us="500")
+                        max_queue_delay_us="500", completion_thread=completion_thread)
     assert info["pipelined"] is True and info["cuda_graphs"] is False
-    assert info["executor"] == f"pipelined (3-slot ring), eager, {info['instances']} per device"
+    threads = ("issue and completion threads" if completion_thread == "true"
+               else "one thread")
+    assert info["executor"] == (f"pipelined (3-slot ring, {threads}), eager, "
+                                f"{info['instances']} per device")
     assert info["in_flight"] == 3 * info["workers"]
     module = load_model("mlp", {}, 0).module
     with torch.inference_mode():

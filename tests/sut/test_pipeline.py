@@ -1,4 +1,5 @@
-"""The pipelined executor's logic on the CPU: ring reuse, ordering, hand-off, errors, drain.
+"""The pipelined executor's logic on the CPU: ring reuse, ordering, hand-off, errors, drain,
+in both of its modes (one thread; an issue and a completion thread).
 
 `HostLauncher` stands in for the CUDA streams with CPU tensors; `Scripted` is a launcher
 whose `finish` waits on a gate per batch, so a test can hold batches in flight.
@@ -47,12 +48,33 @@ class Sink:
         return [self.items.get(timeout=WAIT_S) for _ in range(count)]
 
 
-def _feed(batches: list[Batch]) -> queue.Queue[Batch | None]:
-    source: queue.Queue[Batch | None] = queue.Queue()
-    for batch in batches:
-        source.put(batch)
-    source.put(None)  # as a closed batcher does
-    return source
+class Source:
+    """Batches, then closed: `next_batch` as the batcher's (None once closed and empty),
+    `try_batch` as its non-waiting twin."""
+
+    def __init__(self, batches: list[Batch]) -> None:
+        self._batches: queue.Queue[Batch] = queue.Queue()
+        for batch in batches:
+            self._batches.put(batch)
+
+    def next_batch(self) -> Batch | None:
+        return self.try_batch()
+
+    def try_batch(self) -> Batch | None:
+        try:
+            return self._batches.get_nowait()
+        except queue.Empty:
+            return None
+
+
+MODES = [pytest.param(False, id="one-thread"), pytest.param(True, id="completion-thread")]
+
+
+def _pipeline(launcher: Any, batches: list[Batch], sink: Sink, name: str,
+              completion_thread: bool) -> Pipeline:
+    source = Source(batches)
+    return Pipeline(launcher, source.next_batch, source.try_batch, sink.deliver, sink.fail,
+                    name, completion_thread=completion_thread)
 
 
 def _mlp() -> tuple[Forward, Any]:
@@ -60,16 +82,16 @@ def _mlp() -> tuple[Forward, Any]:
     return Forward(copy.deepcopy(loaded.module), "fp32", loaded.outputs), loaded
 
 
-def test_batches_come_back_in_order_correct_and_the_ring_is_reused() -> None:
+@pytest.mark.parametrize("completion_thread", MODES)
+def test_batches_come_back_in_order_correct_and_the_ring_is_reused(
+        completion_thread: bool) -> None:
     forward, loaded = _mlp()
     launcher = HostLauncher(forward, loaded.inputs, slots=3)
     x = loaded.dataset.sample_inputs(np.arange(64))["input"]
     sizes = [32, 32, 32, *(1 + i * 3 for i in range(9))]  # the first pass sizes every slot
     batches = [_batch(x[i:i + rows], i) for i, rows in enumerate(sizes)]
     sink = Sink()
-    source = _feed(batches)
-    pipeline = Pipeline(launcher, lambda: source.get(timeout=WAIT_S), sink.deliver, sink.fail,
-                        "test")
+    pipeline = _pipeline(launcher, batches, sink, "test", completion_thread)
     pipeline.start()
     got = sink.take(12)
     pipeline.join(WAIT_S)
@@ -78,7 +100,7 @@ def test_batches_come_back_in_order_correct_and_the_ring_is_reused() -> None:
     with torch.inference_mode():
         for kind, batch, (outputs, phases), thread in got:
             want = loaded.module(torch.from_numpy(batch.requests[0].inputs["input"])).numpy()
-            assert kind == "ok" and thread == "test-done"
+            assert kind == "ok" and thread == ("test-done" if completion_thread else "test-run")
             np.testing.assert_allclose(outputs[0], want, rtol=1e-5, atol=1e-6)
             assert set(phases) == {"h2d", "compute", "d2h"}
     buffers = [launcher.input_buffers(slot)[0] for slot in range(3)]
@@ -87,13 +109,13 @@ def test_batches_come_back_in_order_correct_and_the_ring_is_reused() -> None:
     assert len({b.data_ptr() for b in buffers if b is not None}) == 3
 
 
-def test_outputs_stay_the_callers_when_the_slot_is_reused() -> None:
+@pytest.mark.parametrize("completion_thread", MODES)
+def test_outputs_stay_the_callers_when_the_slot_is_reused(completion_thread: bool) -> None:
     spec = (TensorSpec("input", "FP32", (-1, 2)),)
     launcher = HostLauncher(Forward(torch.nn.Identity(), "fp32", spec), spec, slots=1)
     batches = [_batch(np.full((2, 2), i, np.float32), i) for i in range(4)]
     sink = Sink()
-    source = _feed(batches)
-    pipeline = Pipeline(launcher, source.get, sink.deliver, sink.fail, "alias")
+    pipeline = _pipeline(launcher, batches, sink, "alias", completion_thread)
     pipeline.start()
     got = sink.take(4)
     pipeline.join(WAIT_S)
@@ -122,6 +144,10 @@ class Scripted:
             raise RuntimeError(f"launch of {tag} failed")
         self.in_slot[tag] = slot
 
+    def ready(self, slot: int) -> bool:
+        tag = next(t for t, s in self.in_slot.items() if s == slot)
+        return self.gates[tag].is_set()
+
     def finish(self, slot: int) -> tuple[list[np.ndarray], dict[str, int]]:
         tag = next(t for t, s in self.in_slot.items() if s == slot)
         assert self.gates[tag].wait(WAIT_S)
@@ -134,12 +160,12 @@ class Scripted:
         self.abandoned.append(slot)
 
 
-def test_the_issue_thread_fills_the_ring_without_waiting_for_the_device() -> None:
+@pytest.mark.parametrize("completion_thread", MODES)
+def test_the_ring_fills_before_anything_waits_for_the_device(completion_thread: bool) -> None:
     launcher = Scripted(3, set(), set())
     batches = [_batch(np.zeros((1, 1), np.float32), i) for i in range(5)]
     sink = Sink()
-    source = _feed(batches)
-    pipeline = Pipeline(launcher, source.get, sink.deliver, sink.fail, "ring")
+    pipeline = _pipeline(launcher, batches, sink, "ring", completion_thread)
     pipeline.start()
     # nothing has finished, yet three batches are launched: one per slot, no more
     assert [launcher.launched.get(timeout=WAIT_S) for _ in range(3)] == [0, 1, 2]
@@ -150,17 +176,17 @@ def test_the_issue_thread_fills_the_ring_without_waiting_for_the_device() -> Non
     got = sink.take(5)
     pipeline.join(WAIT_S)
     assert [item[2][0][0][0] for item in got] == [0, 1, 2, 3, 4]
-    assert {item[3] for item in got} == {"ring-done"}
+    assert {item[3] for item in got} == {"ring-done" if completion_thread else "ring-run"}
 
 
-def test_a_failing_batch_fails_alone_and_the_others_run() -> None:
+@pytest.mark.parametrize("completion_thread", MODES)
+def test_a_failing_batch_fails_alone_and_the_others_run(completion_thread: bool) -> None:
     launcher = Scripted(2, fail_launch={1}, fail_finish={3})
     for gate in launcher.gates.values():
         gate.set()
     batches = [_batch(np.zeros((1, 1), np.float32), i) for i in range(6)]
     sink = Sink()
-    source = _feed(batches)
-    pipeline = Pipeline(launcher, source.get, sink.deliver, sink.fail, "errors")
+    pipeline = _pipeline(launcher, batches, sink, "errors", completion_thread)
     pipeline.start()
     got = sink.take(6)
     pipeline.join(WAIT_S)
@@ -170,12 +196,13 @@ def test_a_failing_batch_fails_alone_and_the_others_run() -> None:
     assert len(launcher.abandoned) == 1 and not pipeline.alive
 
 
-def test_closing_drains_every_launched_batch_before_the_threads_end() -> None:
+@pytest.mark.parametrize("completion_thread", MODES)
+def test_closing_drains_every_launched_batch_before_the_threads_end(
+        completion_thread: bool) -> None:
     launcher = Scripted(3, set(), set())
-    batches = [_batch(np.zeros((1, 1), np.float32), i) for i in range(3)]
+    batches = [_batch(np.zeros((1, 1), np.float32), i) for i in range(3)]  # then closed
     sink = Sink()
-    source = _feed(batches)  # then None: closed
-    pipeline = Pipeline(launcher, source.get, sink.deliver, sink.fail, "drain")
+    pipeline = _pipeline(launcher, batches, sink, "drain", completion_thread)
     pipeline.start()
     assert [launcher.launched.get(timeout=WAIT_S) for _ in range(3)] == [0, 1, 2]
     assert pipeline.alive  # closed, but three batches still in flight

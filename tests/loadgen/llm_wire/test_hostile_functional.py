@@ -211,8 +211,10 @@ def test_an_oip_inference_answered_by_a_web_page_is_a_protocol_error() -> None:
 
 @pytest.mark.parametrize("scheme", ["openai", "generate"])
 @pytest.mark.parametrize("close", [False, True], ids=["content-length", "close-delimited"])
-def test_a_run_against_a_welcome_page_is_invalid_with_protocol_errors(
-        scheme: str, close: bool, tmp_path: Path) -> None:
+def test_a_run_against_a_welcome_page_fails_closed(scheme: str, close: bool,
+                                                   tmp_path: Path) -> None:
+    """The SUT's preflight request meets the page first: the run is refused before it
+    starts (exit 3), naming what came; the adapter tests above cover a page met mid-run."""
     flags = ["--close"] if close else []
     with port_server("tests.loadgen.llm_wire.welcome_server", *flags) as port:
         p = subprocess.run(
@@ -221,7 +223,6 @@ def test_a_run_against_a_welcome_page_is_invalid_with_protocol_errors(
              "--quiet", "--set", "preset='dev'", "--set", "target_qps=20", "--set",
              "min_duration_s=0.5", "--set", "warmup_s=0", "--set", "min_query_count=5"],
             cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
-    assert p.returncode == 1, p.stderr
-    result = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert set(result["errors_by_kind"]) == {"protocol_error"}
-    assert "text/html" in result["errors_detail"]["protocol_error"]["messages"][0]
+    assert p.returncode == 3, p.stderr
+    assert "Welcome to nginx" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "run" / "result.json").exists()

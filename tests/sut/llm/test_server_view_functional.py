@@ -49,7 +49,7 @@ def test_scraped_hit_rate_agrees_with_the_usage_cached_tokens(tmp_path: Path) ->
     endpoint = doc["endpoint"]  # what it said of itself, and its baseline round trip
     assert endpoint["identity"]["models"] == ["tiny-llm"] and endpoint["gpu"] is None
     rtt = endpoint["baseline_rtt"]
-    assert rtt["route"] == "/v2/health/live" and rtt["status"] == 200 and rtt["count"] == 5
+    assert rtt["route"] == "/health" and rtt["status"] == 200 and rtt["count"] == 5
     assert 0 < rtt["min_ns"] <= rtt["median_ns"] <= rtt["max_ns"] < 2 * 10**9
 
 
