@@ -86,3 +86,19 @@ def test_builtin_without_the_extra_exits_2_before_the_run(tmp_path: Path) -> Non
     assert done.returncode == 2
     assert "loadgen[sut]" in done.stderr
     assert not (tmp_path / "run" / "result.json").exists()
+
+
+def test_the_images_and_make_test_keep_the_serving_harness() -> None:
+    for image in ("Dockerfile.sut", "Dockerfile.loadgen"):  # they serve and run builtin: models
+        assert '".[sut]"' in (ROOT / "docker" / image).read_text(), image
+    make = (ROOT / "Makefile").read_text()
+    assert "-e '.[dev]'" in make and "-e '.[sut]'" in make and "torch==2.13.0" in make
+
+
+def test_make_demo_installs_no_dev_extra_and_says_what_it_installs() -> None:
+    done = subprocess.run(["make", "-n", "demo", "VENV=/nonexistent/venv"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "'.[sut]'" in done.stdout and ".[dev]" not in done.stdout
+    assert "make demo: installing into /nonexistent/venv" in done.stdout
+    assert "|| [ $? -eq 1 ]" in done.stdout  # INVALID still exits 0; 2 and 3 fail
