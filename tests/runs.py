@@ -1,14 +1,17 @@
 """`loadgen run` as a subprocess for functional tests that interrupt it: start a long dev run
-against a SUT, and wait (bounded) until it is under way."""
+against a SUT, wait (bounded) until it is under way, interrupt it and read its result."""
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-__all__ = ["start_run", "wait_running"]
+__all__ = ["interrupted_run", "start_run", "wait_running"]
 
 
 def start_run(out: Path, sut: str, *settings: str, quiet: bool = False) -> subprocess.Popen[str]:
@@ -29,3 +32,19 @@ def wait_running(proc: subprocess.Popen[str], out: Path, timeout_s: float = 30) 
             and (not log.exists() or log.stat().st_size == 0):
         time.sleep(0.05)  # polling for the run to get going, not synchronising with it
     assert proc.poll() is None and log.exists() and log.stat().st_size > 0
+
+
+def interrupted_run(out: Path, sut: str, signum: signal.Signals, *settings: str,
+                    quiet: bool = False) -> tuple[dict[str, Any], str]:
+    """A run (`start_run`) sent `signum` once under way: its result.json, checked to have
+    exited 1 within 30 s, and what it printed on stdout. Killed by pid whatever happens."""
+    proc = start_run(out, sut, *settings, quiet=quiet)
+    try:
+        wait_running(proc, out)
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, stderr
+    result: dict[str, Any] = json.loads((out / "result.json").read_text())
+    return result, stdout

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.runs import start_run, wait_running
+from tests.runs import interrupted_run
 
 pytestmark = pytest.mark.functional
 
@@ -63,15 +63,7 @@ def test_bad_settings_or_spec_exit_two_and_name_the_problem(tmp_path, args):
 
 
 def test_ctrl_c_writes_a_partial_result_marked_interrupted(tmp_path):
-    proc = start_run(tmp_path, "sim:service=const:200us")
-    try:
-        wait_running(proc, tmp_path)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 1, err
-    result = json.loads((tmp_path / "result.json").read_text())
+    result, out = interrupted_run(tmp_path, "sim:service=const:200us", signal.SIGINT)
     assert result["interrupted"] is True and not result["valid"]
     assert any("interrupted" in r for r in result["reasons"])
     assert result["reason_codes"][0] == "interrupted"

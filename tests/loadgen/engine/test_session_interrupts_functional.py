@@ -13,13 +13,15 @@ from pathlib import Path
 import pytest
 
 from loadgen.engine.runner import ABANDONED
-from tests.runs import start_run, wait_running
+from tests.runs import interrupted_run, start_run, wait_running
 
 pytestmark = pytest.mark.functional
 
+FAST = ("target_qps=500",)  # queries come fast: the log holds rows soon
+
 
 def _start(out: Path, sut: str, *settings: str) -> subprocess.Popen[str]:
-    return start_run(out, sut, "target_qps=500", *settings, quiet=True)
+    return start_run(out, sut, *FAST, *settings, quiet=True)
 
 
 def _said(proc: subprocess.Popen[str], words: str, timeout_s: float) -> None:
@@ -37,15 +39,8 @@ def _said(proc: subprocess.Popen[str], words: str, timeout_s: float) -> None:
 
 
 def test_sigterm_writes_a_partial_result_marked_interrupted(tmp_path: Path) -> None:
-    proc = _start(tmp_path, "sim:service=const:200us")
-    try:
-        wait_running(proc, tmp_path)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 1, err
-    result = json.loads((tmp_path / "result.json").read_text())
+    result, _ = interrupted_run(tmp_path, "sim:service=const:200us", signal.SIGTERM, *FAST,
+                                quiet=True)
     assert result["interrupted"] is True and result["reason_codes"][0] == "interrupted"
     assert result["queries"] > 0 and (tmp_path / "summary.txt").stat().st_size > 0
 
