@@ -14,8 +14,10 @@ def test_each_value_type_and_its_error() -> None:
     assert (integer("k", "7"), at_least(1)("k", "3"), number("k", "0.5")) == (7, 3, 0.5)
     assert [flag("k", w) for w in ("On", "yes", "0", "false")] == [True, True, False, False]
     assert word("k", " CUDA ") == "cuda"
-    for parse, raw, says in [(integer, "x", "want an integer"), (at_least(2), "1", "must be >= 2"),
-                             (number, "fast", "want a number"), (flag, "maybe", "want true or false"),
+    for parse, raw, says in [(integer, "x", "want an integer"),
+                             (at_least(2), "1", "must be >= 2"),
+                             (number, "fast", "want a number"),
+                             (flag, "maybe", "want true or false"),
                              (word, " ", "must not be empty")]:
         with pytest.raises(ConfigError, match=f"^k: {says}"):
             parse("k", raw)
