@@ -33,6 +33,11 @@ __all__ = ["CudaLauncher"]
 _MS = 1_000_000  # ns per ms (CUDA events measure ms)
 
 
+def _first(tensor: torch.Tensor, rows: int) -> torch.Tensor:
+    """The first `rows` rows of `tensor` (itself when it has no more: slicing costs)."""
+    return tensor if tensor.shape[0] == rows else tensor[:rows]
+
+
 def _device_buffer(current: torch.Tensor | None, rows: int, like: torch.Tensor,
                    device: torch.device) -> torch.Tensor:
     if (current is not None and current.shape[0] >= rows and current.dtype == like.dtype
@@ -48,6 +53,7 @@ class _Slot:
         self.host_in: list[torch.Tensor | None] = [None] * inputs
         self.dev_in: list[torch.Tensor | None] = [None] * inputs
         self.landing: list[torch.Tensor | None] = [None] * outputs
+        self.landed: list[np.ndarray | None] = [None] * outputs  # numpy views of `landing`
         self.events = [torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                        for _ in range(6)]
         self.rows = 0
@@ -98,7 +104,7 @@ class CudaLauncher:
         sources = []
         for i, name in enumerate(self._names):
             if lent is not None:
-                sources.append(lent.tensors[name][:rows])
+                sources.append(lent.tensors[name])  # the request's rows: the batch's
             else:
                 s.host_in[i] = stage(s.host_in[i], [r.inputs[name] for r in requests], rows,
                                      pinned=True)
@@ -114,14 +120,14 @@ class CudaLauncher:
                 targets = graphs.static_inputs(bucket)
             else:
                 targets = [self._dev_in(s, i, rows, src) for i, src in enumerate(sources)]
-            on_device = [t[:rows].copy_(src, non_blocking=True)
+            on_device = [_first(t, rows).copy_(src, non_blocking=True)
                          for t, src in zip(targets, sources, strict=True)]
             ev[1].record(self._h2d)
             torch.cuda.set_stream(self._compute)
             self._compute.wait_event(ev[1])
             ev[2].record(self._compute)
             if graphs is not None and bucket is not None:
-                results = [out[:rows] for out in graphs.replay(bucket)]
+                results = [_first(out, rows) for out in graphs.replay(bucket)]
             else:
                 results = s.eager = self._forward(on_device)
             ev[3].record(self._compute)
@@ -129,9 +135,12 @@ class CudaLauncher:
             self._d2h.wait_event(ev[3])
             ev[4].record(self._d2h)
             for i, out in enumerate(results):
-                s.landing[i] = land = host_buffer(s.landing[i], rows, out.shape[1:], out.dtype,
-                                                  pinned=True)
-                land[:rows].copy_(out, non_blocking=True)
+                land = s.landing[i]
+                if host_buffer(land, rows, out.shape[1:], out.dtype, pinned=True) is not land:
+                    s.landing[i] = land = host_buffer(None, rows, out.shape[1:], out.dtype,
+                                                      pinned=True)
+                    s.landed[i] = land.numpy()
+                _first(land, rows).copy_(out, non_blocking=True)
             ev[5].record(self._d2h)
         finally:
             torch.cuda.set_stream(self._default)
@@ -152,7 +161,7 @@ class CudaLauncher:
         ev[5].synchronize()
         landed = time.perf_counter_ns()
         rows = s.rows
-        arrays = [land[:rows].numpy().copy() for land in s.landing if land is not None]
+        arrays = [land[:rows].copy() for land in s.landed if land is not None]
         s.eager = []
         h2d, compute, d2h = (round(ev[i].elapsed_time(ev[i + 1]) * _MS) for i in (0, 2, 4))
         return arrays, {H2D: s.staged_ns + h2d, COMPUTE: compute,

@@ -90,9 +90,11 @@ class GraphSet:
 
     @classmethod
     def capture(cls, forward: Forward, device: torch.device, sample: Sequence[np.ndarray],
-                max_rows: int) -> GraphSet:
+                max_rows: int, warm: bool = True) -> GraphSet:
         """Capture every bucket up to `max_rows` from `sample` (max_rows rows per input, in
-        spec order) and check each against eager; GraphError says why it cannot."""
+        spec order) and check each against eager; GraphError says why it cannot. `warm`
+        runs each bucket eagerly first (lazy initialisation); a second set of the same
+        forward on the same device may skip it."""
         if any(a.shape[0] < max_rows for a in sample):
             raise GraphError(f"capture needs {max_rows} sample rows")
         tolerance = TOLERANCE[forward.precision]
@@ -108,8 +110,8 @@ class GraphSet:
                 try:
                     static = [torch.from_numpy(np.ascontiguousarray(a[:size])).to(device)
                               for a in sample]
-                    for _ in range(2):  # lazy initialisation (cuBLAS handles...) before capture
-                        forward(static)
+                    for _ in range(2 if warm else 0):  # lazy initialisation (cuBLAS
+                        forward(static)  # handles, kernel choices...) before capture
                     side.synchronize()
                     graph = torch.cuda.CUDAGraph()
                     # capture_begin, not `torch.cuda.graph`: that one runs gc.collect() and

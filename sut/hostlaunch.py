@@ -61,7 +61,7 @@ class HostLauncher:
         staged = []
         for i, name in enumerate(self._names):
             if lent is not None:  # a lent block is read as it is (no staging copy)
-                staged.append(lent.tensors[name][:rows])
+                staged.append(lent.tensors[name])  # the request's rows: the batch's
                 continue
             s.inputs[i] = buf = stage(s.inputs[i], [r.inputs[name] for r in requests], rows,
                                       pinned=False)

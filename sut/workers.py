@@ -217,14 +217,14 @@ class Executor:
         `lent`: the block the batch's one request was gathered into; it is used as it is."""
         start = time.perf_counter_ns()
         if self._cuda:
-            staged = ([lent.tensors[s.name][:rows] for s in self._inputs] if lent is not None
+            staged = ([lent.tensors[s.name] for s in self._inputs] if lent is not None
                       else [self._stage(s, parts[s.name], rows) for s in self._inputs])
             return self._run_cuda(staged, start)
         # CPU: each batch gets fresh input memory (one copy, as a staging buffer would cost),
         # or is a lent block, so outputs that alias it stay the caller's (an output that may
         # share the block's memory is copied: the block is lent again) and a model writing
         # its inputs in place cannot touch the requests' arrays.
-        staged = ([lent.tensors[s.name][:rows] for s in self._inputs] if lent is not None
+        staged = ([lent.tensors[s.name] for s in self._inputs] if lent is not None
                   else [torch.from_numpy(_joined(parts[s.name])) for s in self._inputs])
         staged_ns = time.perf_counter_ns()
         results = self._forward(staged)
