@@ -135,11 +135,9 @@ class CudaLauncher:
             self._d2h.wait_event(ev[3])
             ev[4].record(self._d2h)
             for i, out in enumerate(results):
-                land = s.landing[i]
-                if host_buffer(land, rows, out.shape[1:], out.dtype, pinned=True) is not land:
-                    s.landing[i] = land = host_buffer(None, rows, out.shape[1:], out.dtype,
-                                                      pinned=True)
-                    s.landed[i] = land.numpy()
+                land = host_buffer(s.landing[i], rows, out.shape[1:], out.dtype, pinned=True)
+                if land is not s.landing[i]:  # grown: its numpy view too
+                    s.landing[i], s.landed[i] = land, land.numpy()
                 _first(land, rows).copy_(out, non_blocking=True)
             ev[5].record(self._d2h)
         finally:
