@@ -6,10 +6,10 @@ served model is row-independent at inference), the graph is replayed (one launch
 whole forward, precision casts included), and the caller copies the first r rows of the
 static outputs out before the bucket's next replay. Each `capture` has its own memory
 pool, so a pipeline captures one set per ring slot: a slot's H2D lands in its own static
-inputs and its D2H reads its own static outputs, while other slots replay theirs. Buckets are 1, 2, 4, ... up to the
-largest batch, and the largest batch itself. Every bucket is checked once against the
-eager forward on the same inputs; a capture that fails or disagrees raises `GraphError`
-and the caller runs eager, saying why.
+inputs and its D2H reads its own static outputs, while other slots replay theirs.
+Buckets are 1, 2, 4, ... up to the largest batch, and the largest batch itself. Every
+bucket is checked once against the eager forward on the same inputs; a capture that
+fails or disagrees raises `GraphError` and the caller runs eager, saying why.
 """
 
 from __future__ import annotations
@@ -90,11 +90,9 @@ class GraphSet:
 
     @classmethod
     def capture(cls, forward: Forward, device: torch.device, sample: Sequence[np.ndarray],
-                max_rows: int, warm: bool = True) -> GraphSet:
+                max_rows: int) -> GraphSet:
         """Capture every bucket up to `max_rows` from `sample` (max_rows rows per input, in
-        spec order) and check each against eager; GraphError says why it cannot. `warm`
-        runs each bucket eagerly first (lazy initialisation); a second set of the same
-        forward on the same device may skip it."""
+        spec order) and check each against eager; GraphError says why it cannot."""
         if any(a.shape[0] < max_rows for a in sample):
             raise GraphError(f"capture needs {max_rows} sample rows")
         tolerance = TOLERANCE[forward.precision]
@@ -110,8 +108,8 @@ class GraphSet:
                 try:
                     static = [torch.from_numpy(np.ascontiguousarray(a[:size])).to(device)
                               for a in sample]
-                    for _ in range(2 if warm else 0):  # lazy initialisation (cuBLAS
-                        forward(static)  # handles, kernel choices...) before capture
+                    for _ in range(2):  # lazy initialisation (cuBLAS handles...) before capture
+                        forward(static)
                     side.synchronize()
                     graph = torch.cuda.CUDAGraph()
                     # capture_begin, not `torch.cuda.graph`: that one runs gc.collect() and

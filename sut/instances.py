@@ -95,8 +95,8 @@ class Instances:
         if not self.choice.cuda_graphs or self.note:
             return []
         try:
-            graphs = [GraphSet.capture(forward, device, sample, max_rows, warm=slot == 0)
-                      for slot in range(RING_SLOTS)]
+            graphs = [GraphSet.capture(forward, device, sample, max_rows)
+                      for _ in range(RING_SLOTS)]
         except GraphError as exc:
             self.note = f"CUDA graphs off, eager used: {exc}"
             _log.warning("%s", self.note)
