@@ -431,7 +431,8 @@ class StreamingSut(abc.ABC):
                                    "is not set")
             self.headers["Authorization"] = f"Bearer {key}"
         self.fixed_output_short = 0
-        """Streams asked for a fixed output length that ended for another reason."""
+        """Streams asked for a fixed output length that ended short of it, for another
+        reason than `length`."""
         self._prompts: PromptSource | None = None
         self._sink: StreamSink | None = None
         self._completions: CompletionSink | None = None
@@ -536,8 +537,9 @@ class StreamingSut(abc.ABC):
         if exchange.turn is not None and exchange.message is not None:
             self.histories.ended(exchange.turn, Exchanged(
                 exchange.message, "".join(exchange.answer or ()), stream.output_tokens))
-        if exchange.prompt.fixed_output and stream.finish_reason not in (None, "length"):
-            self.fixed_output_short += 1
+        if exchange.prompt.fixed_output and stream.finish_reason not in (None, "length") \
+                and stream.output_tokens < exchange.prompt.max_tokens:  # GuideLLM's mock
+            self.fixed_output_short += 1  # says "stop" at max_tokens: not short
         group = exchange.group
         if group is None:
             self.sink.streamed(exchange.query_id, now_ns, stream)
