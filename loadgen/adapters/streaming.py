@@ -438,6 +438,9 @@ class StreamingSut(abc.ABC):
         self._completions: CompletionSink | None = None
         self._pool: StreamPool | None = None
         self._requests: dict[int, bytes] = {}
+        self.left_at_stop: dict[str, int] = {}
+        """Streams abandoned at `stop`: `queued` (waiting for a connection), `sent` (no
+        answer yet), `streaming` (answer begun); empty when none was."""
         self.histories = Histories()
         """Multi-turn sessions' earlier turns, sent again with each next turn."""
 
@@ -554,8 +557,10 @@ class StreamingSut(abc.ABC):
             self._completions.done(exchange.query_id, group.last_ns)
 
     async def stop(self) -> None:
-        """Close the connections; streams in flight are abandoned."""
+        """Close the connections; streams in flight are abandoned (and counted, by where
+        they were, in `left_at_stop`)."""
         if self._pool is not None:
+            self.left_at_stop = _left(self._pool)
             await self._pool.close()
             self._pool = None
 
@@ -567,7 +572,8 @@ class StreamingSut(abc.ABC):
                 "timeout_ms": self.timeout_ms, "tokenizer": self.tokenizer,
                 "ignore_eos": self.ignore_eos, "extra": sorted(self.extra),
                 "api_key": "api_key_env" in e.options,
-                "fixed_output_short": self.fixed_output_short}
+                "fixed_output_short": self.fixed_output_short} \
+            | ({"left_at_stop": self.left_at_stop} if self.left_at_stop else {})
 
     # -- what a protocol fills in -------------------------------------------------------------
 
@@ -583,6 +589,15 @@ class StreamingSut(abc.ABC):
     @abc.abstractmethod
     def read(self, exchange: Exchange, payload: bytes, now_ns: int) -> None:
         """Read one event's payload (the slow path); raise StreamError to fail the stream."""
+
+
+def _left(pool: StreamPool) -> dict[str, int]:
+    """Where the streams still open are: `queued`, `sent` (no head yet), `streaming`; {} if
+    none is (an unfinished run says whether the server ever answered them)."""
+    sent = [tag for tag in pool.in_flight() if isinstance(tag, Exchange) and not tag.failed]
+    streaming = sum(1 for tag in sent if tag.status)
+    left = {"queued": len(pool.pending), "sent": len(sent) - streaming, "streaming": streaming}
+    return left if any(left.values()) else {}
 
 
 def _json_object(endpoint: Endpoint, key: str) -> Mapping[str, Any]:
