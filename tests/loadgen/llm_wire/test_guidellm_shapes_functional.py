@@ -11,26 +11,20 @@ whose choice `index` is the token's position; a usage chunk with `choices: []` b
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Coroutine
 from typing import Any
 
 import pytest
 
 from loadgen.adapters.openai import OpenAISut
 from loadgen.adapters.tokens import Prompt
-from tests.loadgen.llm_wire.scripted import chunk, head, run_streams, scripted
+from tests.loadgen.llm_wire.scripted import chunk, head, run_bounded, run_streams, scripted
 
 pytestmark = pytest.mark.functional
 
 TOKENS = ["Once", " upon", " a", " time"]
 FIXED = Prompt("hello", 3, len(TOKENS), fixed_output=True)
 USAGE = {"prompt_tokens": 3, "completion_tokens": len(TOKENS), "total_tokens": 3 + len(TOKENS)}
-
-
-def run(coro: Coroutine[Any, Any, None]) -> None:
-    asyncio.run(asyncio.wait_for(coro, 30))
 
 
 def guidellm_answer(chat: bool) -> list[bytes | float | str]:
@@ -73,7 +67,7 @@ def test_guidellm_mock_streams_read_as_vllms(endpoint: str) -> None:
         body = json.loads(server.served.requests[0].split(b"\r\n\r\n", 1)[1])
         assert body["stream_options"] == {"include_usage": True}
         assert body["ignore_eos"] is True and body["min_tokens"] == len(TOKENS)
-    run(go())
+    run_bounded(go())
 
 
 def test_a_stop_before_max_tokens_is_counted_short() -> None:
@@ -82,4 +76,4 @@ def test_a_stop_before_max_tokens_is_counted_short() -> None:
             sut = OpenAISut.from_spec(f"openai://127.0.0.1:{server.port}/m?max_in_flight=1")
             await run_streams(sut, prompt=Prompt("hello", 3, 8, fixed_output=True))
         assert sut.describe()["fixed_output_short"] == 1
-    run(go())
+    run_bounded(go())

@@ -19,6 +19,7 @@ from tests.loadgen.llm_wire.scripted import (
     chunk,
     event,
     head,
+    run_bounded,
     scripted,
 )
 
@@ -49,4 +50,4 @@ def test_streams_left_at_stop_are_counted_by_where_they_were() -> None:
             assert sut.describe().get("left_at_stop") is None  # nothing left yet
             await sut.stop()
         assert sut.describe()["left_at_stop"] == {"queued": 1, "sent": 1, "streaming": 1}
-    asyncio.run(asyncio.wait_for(go(), 20))
+    run_bounded(go(), 20)
