@@ -84,7 +84,8 @@ class TallyDeltas:
                             if self._messages.get(k) != v},
             **{k: counters.get(k, 0) for k in COUNTERS},
             last_done_ns=now.last_done_ns, windows=windows, times=now.times,
-            tokens=None if now.tokens is None else self._tokens(now.tokens))
+            tokens=None if now.tokens is None else self._tokens(now.tokens),
+            jobs=None)  # agentic jobs run in one load process (`plan.jobs`)
         self._messages.update(now.error_messages)
         doc = delta.encode()
         doc["windows"]["first"] = first
@@ -226,4 +227,4 @@ class TallySum:
             windows=WindowCounts(self.width_ns, tuple(self.timeline), tuple(self.steps)),
             times=self.times, tokens=None if self.tokens is None else TokenTally(
                 dict(self.tokens.histograms), dict(self.tokens.counters),
-                {t: dict(h) for t, h in sorted(self.tokens.turns.items())}))
+                {t: dict(h) for t, h in sorted(self.tokens.turns.items())}), jobs=None)
