@@ -262,8 +262,10 @@ def measured_window_ns(plan: RunPlan, c: Tally) -> tuple[int, int]:
     return start, max(c.last_done_ns, start)
 
 
-def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunStats:
-    """Reduce a run's tally to the figures of record."""
+def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None,
+              tokenizer: str | None = None) -> RunStats:
+    """Reduce a run's tally to the figures of record (`tokenizer`: the one the SUT counted
+    tokens with, where it names its own)."""
     times = c.times
     start, end = measured_window_ns(plan, c)
     duration_s = (end - start) / 1e9
@@ -308,7 +310,7 @@ def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunS
         steps=_steps(plan, c),
         histograms={name: encode(h) for name, h in hists.items() if h.get_total_count()},
         token_stats=None if c.tokens is None else summarize_tokens(
-            plan, c.tokens, duration_s, times.unfinished),
+            plan, c.tokens, duration_s, times.unfinished, tokenizer),
         job_stats=None if c.jobs is None else summarize_jobs(c.jobs, p),
     )
 
