@@ -99,7 +99,8 @@ class Runner:
         self._turn_ids = itertools.count(FOLLOW_UP_IDS + index, count)
         if shape is not None and plan.open_loop:  # multi-turn: later turns on the timers
             self._sessions = Conversations(shape, sut, self.call_at_ns, self._send_turn,
-                                           lambda: self._stop)
+                                           lambda: self._stop,
+                                           getattr(plan.prompts, "conversations", None))
             collector.on_end = self._sessions.ended
         if isinstance(plan.prompts, JobBook) and plan.open_loop:  # agentic jobs: steps too
             assert collector.jobs is not None

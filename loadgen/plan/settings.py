@@ -157,6 +157,8 @@ class TestSettings:
         None, "turns per multi-turn session: a number or {dist = ...}; unset = single requests")
     think_time_ms: float | LengthDist = _f(  # noqa: RUF009 - _f makes a field()
         0.0, "between a session's answer and its next turn: ms or {dist = ...} (whole ms)")
+    dataset_turns: bool = _f(False, "dataset_format = \"sharegpt\": each conversation is a "
+                             "multi-turn session of its human turns, in order")
     session_file: str = _f("", "agentic jobs (JSON or JSONL): steps of requests, fanned out "
                            "and in, with think gaps; started at the plan's arrivals")
     job_deadline_ms: float = _f(0.0, "session_file: a job's end-to-end deadline (its arrival "
