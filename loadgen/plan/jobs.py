@@ -222,8 +222,6 @@ def check_jobs(s: Any, open_loop: bool, problems: list[str]) -> None:
                         "with an open-loop arrival, such as poisson), not in this scenario")
     if s.samples_per_query != 1:
         problems.append("session_file: jobs need samples_per_query = 1")
-    if s.workers != 1:
-        problems.append("session_file: jobs run from one load process; use workers = 1")
     for key, given in (("input_tokens", s.input_tokens is not None), ("dataset", s.dataset),
                        ("turns", s.turns is not None),
                        ("trace_format", s.trace_format != "auto")):

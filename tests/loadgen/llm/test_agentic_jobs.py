@@ -15,6 +15,7 @@ import pytest
 from loadgen.adapters.tokens import TokenStream
 from loadgen.api import run_test
 from loadgen.engine.jobs import JobFlow
+from loadgen.judge.stats import RunStats
 from loadgen.plan.jobs import JobBook, read_jobs
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.record.histograms import summary_ns
@@ -198,3 +199,22 @@ def test_the_job_tally_survives_encode_and_merges_exactly() -> None:
     merged = type(t).merge([t, again])
     assert merged.counters == {"started": 4, "finished": 2, "failed": 2, "over_deadline": 2}
     assert merged.time_ns.total_count == 2 and merged.deadline_ns == 10 * MS
+
+
+def test_load_processes_merge_their_jobs(tmp_path: Path) -> None:
+    sample = ROOT / "scenarios/sessions/agent_jobs.json"
+    result = run_test(settings(sample, job_deadline_ms=5000, workers=2), LLMSIM,
+                      out_dir=tmp_path / "two")
+    jobs = result.stats.job_stats
+    assert jobs is not None and jobs.count >= 8 and jobs.finished == jobs.count
+    assert jobs.time_ns["count"] == jobs.count and jobs.early_stopping is not None
+    per_job = {0: 5, 1: 2, 2: 3}  # requests of the sample's jobs
+    assert result.stats.queries == sum(per_job[i % 3] for i in range(jobs.count))
+
+
+def test_the_jobs_block_reads_back_from_result_json(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps([FAN_OUT]))
+    result = run_test(settings(path, job_deadline_ms=5000), LLMSIM, out_dir=tmp_path / "run")
+    doc = json.loads((tmp_path / "run/result.json").read_text())
+    assert RunStats.from_dict(doc).job_stats == result.stats.job_stats

@@ -97,7 +97,6 @@ def test_settings_refuse_what_makes_no_sense_with_jobs() -> None:
             ({"arrival": "closed"}, "session_file: jobs start open loop"),
             ({"input_tokens": 8}, "input_tokens: a session_file brings its own requests"),
             ({"turns": 2}, "turns: a session_file brings its own requests"),
-            ({"workers": 2}, "session_file: jobs run from one load process"),
             ({"job_deadline_ms": -1}, "job_deadline_ms: must be ms"),
             ({"session_file": "/nonexistent/jobs.json"}, "session_file: no such file")):
         with pytest.raises(SettingsError, match=message):
