@@ -2,8 +2,9 @@
 step once every one of them has ended (fan-in), after the step's think/tool gap.
 
 A job starts at an arrival of the plan (`plan.jobs`: arrival i runs job i mod jobs). Its
-first step is due at the arrival plus the step's gap; a later step at the end of the last
-request of the step before plus its gap, on the engine's precise timers. Every request of a
+first step is due at the arrival plus the step's gap (sent at once without one); a later
+step at the end of the last request of the step before plus its gap, on the engine's
+precise timers (so never from inside the SUT's completion call). Every request of a
 step shares that scheduled time and is sent in the same call, one after the other, each
 timed from it like any query. A failed request fails its job: no later step is sent. The
 job's time (scheduled start to last end) goes to the `JobRecorder`, for measured jobs.
@@ -58,7 +59,10 @@ class JobFlow:
         run = _Running(self.book.job(sample), scheduled_ns, measured, query_id)
         if measured:
             self.recorder.started()
-        self._due_step(run, scheduled_ns)
+        if run.job.steps[0].think_ns:
+            self._due_step(run, scheduled_ns)
+        else:  # from the issue loop, on time: sent at once
+            self._send_step(run, scheduled_ns)
 
     def ended(self, query_id: int, done_ns: int, ok: bool) -> None:
         """Collector hook: a request left flight; the last of a step starts the next."""
@@ -80,14 +84,11 @@ class JobFlow:
             self.recorder.finished(run.last_done_ns - run.start_ns)
 
     def _due_step(self, run: _Running, after_ns: int) -> None:
-        """Send the run's current step now, or after its gap (nothing once the run stops)."""
+        """Send the run's current step on the timers, its gap after `after_ns` (never from
+        inside the SUT's completion call; nothing once the run stops)."""
         if self._stopped():
             return
-        gap = run.job.steps[run.step].think_ns
-        if not gap:
-            self._send_step(run, after_ns)
-            return
-        due = after_ns + gap
+        due = after_ns + run.job.steps[run.step].think_ns
         self.pending += 1
         self._call_at_ns(due, lambda: self._due(run, due))
 
