@@ -1,10 +1,11 @@
-"""The summary's line on agentic jobs (`session_file`): counts, job times, the deadline."""
+"""The summary's line on agentic jobs (`session_file`): counts, job times, the deadline;
+and the same as one row for report.html."""
 
 from __future__ import annotations
 
 from loadgen.judge.jobstats import JobStats
 
-__all__ = ["job_lines"]
+__all__ = ["job_lines", "job_row"]
 
 
 def job_lines(js: JobStats | None) -> list[str]:
@@ -24,3 +25,14 @@ def job_lines(js: JobStats | None) -> list[str]:
     elif es is not None:
         lines.append(f"            deadline {js.deadline_ms:g} ms: no job was measured")
     return lines
+
+
+def job_row(js: JobStats) -> dict[str, object]:
+    """The jobs' figures as one table row (job times in ms)."""
+    row: dict[str, object] = {"jobs": js.count, "finished": js.finished, "failed": js.failed,
+                              "unfinished": js.unfinished}
+    row |= {f"job time {k} (ms)": js.time_ns[k] / 1e6 for k in ("p50", "p99", "max")}
+    if js.early_stopping is not None:
+        row |= {"deadline (ms)": js.deadline_ms, "attained": js.attained,
+                "early stop": "passes" if js.early_stopping["passes"] else "fails"}
+    return row

@@ -20,6 +20,7 @@ from loadgen.plan.jobs import JobBook, read_jobs
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.record.histograms import summary_ns
 from loadgen.record.jobs import JobRecorder
+from loadgen.report.html import build_report
 from loadgen.report.summary import render_summary
 from tests.loadgen.llm.virtual import VirtualTime
 
@@ -168,6 +169,8 @@ def test_a_run_sends_each_fan_out_together_after_its_gap(tmp_path: Path) -> None
     for end, last_sent in zip(fan_ends, sorted(lasts), strict=True):
         assert last_sent >= end + 5 * MS
     assert "Jobs      :" in render_summary(result)
+    page = build_report(tmp_path / "run").read_text()
+    assert "<h2>Jobs</h2>" in page and "job time p99 (ms)" in page
 
 
 LLMSIM = "llmsim:step_base=1ms,step_per_seq=100us,prefill_per_token=10us"
