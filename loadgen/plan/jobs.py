@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 
 from loadgen.errors import SettingsError
-from loadgen.plan.inputfile import read_input_text, row_error
+from loadgen.plan.inputfile import InputFile
 from loadgen.plan.prompts import Prompt
 from loadgen.plan.words import count_tokens, synthetic_text
 
 __all__ = ["Job", "JobBook", "Step", "check_jobs", "read_jobs"]
 
-SETTING = "session_file"
+SESSION_FILE = InputFile("session_file")
 _REQUEST_KEYS = {"prompt", "input_tokens", "output_tokens", "think_ms"}
 _STEP_KEYS = {"think_ms", "requests"}
 
@@ -90,7 +90,7 @@ class _Reader:
         self.prompts: list[Prompt] = []
 
     def error(self, line: int, where: str, message: str) -> SettingsError:
-        return row_error(SETTING, self.path, line, where, message)
+        return SESSION_FILE.bad_row(self.path, line, where, message)
 
     def job(self, value: Any, line: int, number: int) -> Job:
         where = f"job {number}"
@@ -179,12 +179,12 @@ def _entries(text: str, path: str) -> list[tuple[int, Any]]:
                 try:
                     out.append((line, json.loads(row)))
                 except json.JSONDecodeError as exc:
-                    raise row_error(SETTING, path, line, "job", f"not JSON: {exc.msg}") from None
+                    raise SESSION_FILE.bad_row(path, line, "job", f"not JSON: {exc.msg}") from None
         return out
     try:
         jobs = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise row_error(SETTING, path, exc.lineno, "file", f"not JSON: {exc.msg}") from None
+        raise SESSION_FILE.bad_row(path, exc.lineno, "file", f"not JSON: {exc.msg}") from None
     decoder, pos, out = json.JSONDecoder(), start + 1, []
     for job in jobs:  # each job's line: where its text starts
         while text[pos] in " \t\r\n,":
@@ -196,12 +196,12 @@ def _entries(text: str, path: str) -> list[tuple[int, Any]]:
 
 def read_jobs(path: str, tokenizer: str, seed: int, fixed_output: bool = False) -> JobBook:
     """The session file's jobs and prompts (a SettingsError names any bad entry's place)."""
-    text = read_input_text(SETTING, path)
+    text = SESSION_FILE.read_text(path)
     reader = _Reader(path, tokenizer, seed, fixed_output)
     jobs = tuple(reader.job(value, line, number)
                  for number, (line, value) in enumerate(_entries(text, path), 1))
     if not jobs:
-        raise SettingsError([f"{SETTING}: {path}: holds no job"])
+        raise SettingsError([f"{SESSION_FILE.setting}: {path}: holds no job"])
     return JobBook(path, jobs, tuple(reader.prompts), tokenizer)
 
 
