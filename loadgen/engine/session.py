@@ -28,7 +28,7 @@ from loadgen.engine.runner import Runner
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.qsl import accuracy_queries
-from loadgen.plan.schedule import plan_queries, thin
+from loadgen.plan.schedule import share_queries
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, EnergyTrace
@@ -54,7 +54,7 @@ without a schedule), waits and returns the start time (perf_counter ns)."""
 
 @dataclass(frozen=True, slots=True)
 class Share:
-    """Load process `index` of `count` issues its seeded-thinning share of the plan."""
+    """Load process `index` of `count` issues its share of the plan (`share_queries`)."""
 
     index: int = 0
     count: int = 1
@@ -114,9 +114,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
     meter takes its idle baseline once the SUT is up and samples while the engine runs.
     """
     collector = new_collector(plan)
-    queries, ids = plan_queries(plan), None
-    if share.count > 1:
-        queries, ids = thin(queries, plan.settings.schedule_rng_seed, share.index, share.count)
+    queries, ids = share_queries(plan, share.index, share.count)
     runner = Runner(plan, sut, collector, *queries, progress, ids=ids, release_gil=release_gil,
                     share=(share.index, share.count))
     collector.on_finish = runner.query_finished

@@ -45,7 +45,7 @@ from loadgen.engine.workers.clock import ClockReading, measure_offset, skew_boun
 from loadgen.engine.workers.live import LiveView
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
-from loadgen.plan.schedule import share_size
+from loadgen.plan.schedule import share_size, split_kind
 from loadgen.record.deltas import TallySum
 from loadgen.record.energy import EnergyMeter, EnergyTrace
 from loadgen.record.glance import Glance, decode_glance, merge_glances
@@ -260,12 +260,12 @@ def _spread(plan: RunPlan, engine: Engine, tracks: list[_Track], t0: int, releas
     clocks = [_clock_figures(t) for t in tracks]
     lost = [_lost_figures(plan, t, count) for t in tracks if t.lost is not None]
     skew = skew_bound_ns([c["offset_error_ns"] + abs(c["drift_ns"]) for c in clocks])
-    distributed = {**engine.describe(), "split": "seeded thinning",
+    distributed = {**engine.describe(), "split": split_kind(plan),
                    "hosts": len({t.where.host for t in tracks}),
                    "start_ns": t0, "start_margin_ns": release.margin_ns,
                    "release_cost_ns": release.cost_ns, "skew_bound_ns": skew,
                    "workers": clocks, "lost": lost}
-    workers = {"count": count, "split": "seeded thinning of the global schedule",
+    workers = {"count": count, "split": split_kind(plan),
                "per_worker": [_load_figures(t, tally) for t, tally in parts], "driver": driver}
     return Spread(SessionOutcome(merged, _sut(tracks), None, cpu, energy), workers, distributed)
 
