@@ -70,6 +70,7 @@ class SessionOutcome:
     cpu_s: float  # this process's CPU time while the engine ran
     energy: EnergyTrace | None = None  # the energy readings, when a meter ran
     host_load: HostLoad | None = None  # what the rest of the host did while the engine ran
+    plan_s: tuple[float, float] = (0.0, 0.0)  # planning the schedule: in all, while it ran
 
 
 def new_collector(plan: RunPlan) -> Collector:
@@ -146,9 +147,10 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         start_at = None if gate is None else await gate(sut.describe(), runner.first_offset_ns)
         if energy is not None:
             energy.start()
-        cpu_s, host_before = time.process_time(), sample_host()
+        cpu_s, host_before, planned_ns = time.process_time(), sample_host(), runner.plan_ns
         times = await runner.run(start_at_ns=start_at)
         cpu_s, host = time.process_time() - cpu_s, host_load(host_before, sample_host())
+        plan_s = (runner.plan_ns / 1e9, (runner.plan_ns - planned_ns) / 1e9)
     finally:
         if energy is not None:
             trace = energy.stop()
@@ -164,7 +166,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         await sut.stop()
     described = safe_tree(sut.describe())  # may hold text a server gave (metadata)
     return SessionOutcome(collector.tally(times), described, _score(plan, sut, collector),
-                          cpu_s, trace, host)
+                          cpu_s, trace, host, plan_s)
 
 
 def _interrupt(runner: Runner, plan: RunPlan) -> None:

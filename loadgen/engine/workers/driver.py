@@ -354,4 +354,17 @@ def _cost_figures(t: _Track) -> dict[str, Any]:
             "involuntary_switches": cost.get("involuntary_switches"),
             "messages": cost.get("messages"),
             "sent_kib": None if "sent_bytes" not in cost else round(cost["sent_bytes"] / 1024, 1),
-            "cpus": cost.get("cpus")}
+            "cpus": cost.get("cpus"), **_growth_figures(cost)}
+
+
+def _growth_figures(cost: dict[str, Any]) -> dict[str, Any]:
+    """What could make a worker's cost per query grow with the process count: planning
+    its share (in all; while it ran), garbage collection, memory, page faults, its core."""
+    plan_s = cost.get("plan_s")
+    return {"plan_s": None if plan_s is None else round(plan_s[0], 4),
+            "plan_in_run_s": None if plan_s is None else round(plan_s[1], 4),
+            "gc_collections": cost.get("gc_collections"),
+            "gc_ms": None if "gc_ns" not in cost else round(cost["gc_ns"] / 1e6, 3),
+            "max_rss_mib": None if "max_rss_kib" not in cost
+            else round(cost["max_rss_kib"] / 1024, 1),
+            "minor_faults": cost.get("minor_faults"), "last_cpu": cost.get("last_cpu")}
