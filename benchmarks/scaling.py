@@ -11,7 +11,8 @@ it: each worker's CPU share (min and mean; a saturated worker should hold ~100% 
 core), its longest loop stall, involuntary context switches, messages and KiB sent, the
 smallest start slack, and the driver's CPU share and largest gap between reads; what could
 make a worker's cost per query grow with N: each worker's own rate (min and max: the
-slowest one sets the run's end), the time spent planning its share (the most of any
+slowest one sets the run's end; their sum over N x the one-process rate is
+`worker_efficiency`, which is above `efficiency` by what stragglers cost), the time spent planning its share (the most of any
 worker), garbage collections and their time, peak RSS, minor page faults per 1000
 queries, and the cores' mean clock (MHz, sampled during the run: turbo falls as more
 cores are busy; None where the host does not say); and the
@@ -178,6 +179,7 @@ def saturated_row(processes: int, per_process: int, spec: str = "null",
         "verdict": list(map(str, r.verdict.codes)),
         "worker_qps_min": round(min(rates, default=0.0)),
         "worker_qps_max": round(max(rates, default=0.0)),
+        "worker_qps_sum": round(sum(rates)),
         "plan_s_max": most("plan_s"), "plan_in_run_s_max": most("plan_in_run_s"),
         "gc_collections": sum(w.get("gc_collections") or 0 for w in per),
         "gc_ms_max": most("gc_ms"), "rss_mib_max": most("max_rss_mib"),
@@ -241,6 +243,9 @@ def scaling_table(counts: Sequence[int], per_process: int,
         got = make(n)
         one = rows[0]["qps"] if rows else got["qps"]
         got["efficiency"] = round(got["qps"] / (n * one), 3) if one else None
+        first = rows[0]["worker_qps_sum"] if rows else got["worker_qps_sum"]
+        got["worker_efficiency"] = round(got["worker_qps_sum"] / (n * first), 3) if first \
+            else None
         got.update({"host_efficiency": 1.0, "clock_efficiency": 1.0} if n == 1
                    else host_efficiency(n))
         rows.append(got)
@@ -251,7 +256,7 @@ def scaling_table(counts: Sequence[int], per_process: int,
 
 HEADER = (f"{'procs':>5} {'QPS':>10} {'eff':>5} {'host':>5} {'QPS/core':>9} {'cpu min':>7} {'cpu avg':>7} "
           f"{'stall ms':>8} {'invcs':>6} {'msgs':>5} {'KiB':>7} {'slack ms':>8} "
-          f"{'drv cpu':>7} {'gap ms':>6} {'lag p99 ms':>10} {'clock':>5} {'wQPS min':>9} {'wQPS max':>9} "
+          f"{'drv cpu':>7} {'gap ms':>6} {'lag p99 ms':>10} {'clock':>5} {'w eff':>5} {'wQPS min':>9} {'wQPS max':>9} "
           f"{'plan s':>6} {'gc':>5} {'gc ms':>6} {'RSS MiB':>7} {'flt/kq':>6} {'MHz':>5}")
 
 
@@ -267,6 +272,7 @@ def format_row(r: dict[str, Any]) -> str:
             f"{r['involuntary_switches']:>6} {r['messages']:>5} {r['sent_kib']:>7.1f} "
             f"{r['start_slack_min_ms']:>8.1f} {drv:>7} {r['driver_read_gap_ms']:>6.1f} "
             f"{r['issue_lag_p99_ms']:>10.3f} {r.get('clock_efficiency', 1.0):>5.2f} "
+            f"{'-' if r.get('worker_efficiency') is None else format(r['worker_efficiency'], '.2f'):>5} "
             f"{r['worker_qps_min']:>9} {r['worker_qps_max']:>9} "
             f"{r['plan_s_max']:>6.2f} {r['gc_collections']:>5} {r['gc_ms_max']:>6.1f} "
             f"{r['rss_mib_max']:>7.0f} {r['minor_faults_per_kq']:>6.1f} "

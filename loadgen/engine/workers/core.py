@@ -1,7 +1,7 @@
 """One worker's side, whatever engine hosts it: its share of the plan, reported as it goes.
 
 `WorkerCore.run` builds the SUT from its spec, runs the ordinary run session
-on the worker's thinned share, says READY through its gate, waits for its
+on the worker's share of the plan, says READY through its gate, waits for its
 release, says STARTED with its start slack (how long before its first scheduled
 query it was released; below 0, it was late), and sends a REPORT every
 `REPORT_EVERY_NS` (what its tally gained since the last one, `record.deltas`: the
