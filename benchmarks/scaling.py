@@ -19,7 +19,8 @@ cores are busy; None where the host does not say); and the
 host's own scaling for the same N (`host_efficiency`: N processes each spinning a plain
 Python loop, released together; `clock_efficiency`: the same with a loop that reads the
 clock, as the harness does about three times a query, beside the host's clock source and
-what a read costs): on a VM whose vCPUs share physical cores the hardware itself falls
+what a read costs; `memory_efficiency`: reads scattered over ~11 MB of Python objects
+per process, which one process alone keeps in the shared cache and eight do not): on a VM whose vCPUs share physical cores the hardware itself falls
 short of N x, and where clock reads contend, so does every query; the harness can do
 no better. Shared by
 `issue_capacity.py`, `distributed.py` and `scaleout_check.py` (sibling imports, as
@@ -88,43 +89,58 @@ def host_figures() -> dict[str, Any]:
             "clocksource": clocksource(), "clock_read_ns": clock_read_ns()}
 
 
+HEAP_OBJECTS = 100_000  # `_spin`'s scattered reads: ~11 MB of tuples, beyond a core's own caches
+STRIDE = 7919  # a prime: every object once a lap, neighbours never in a row
+
+
 def _spin(barrier: Any, out: Any) -> None:
-    """One process of `host_efficiency`: plain loop iterations per second, then clock
-    reads per second, each for half of `SPIN_S` once all are ready."""
-    half, clock = SPIN_S / 2, time.perf_counter_ns
+    """One process of `host_efficiency`, a third of `SPIN_S` each once all are ready:
+    plain loop iterations, clock reads, and reads scattered over a heap of Python
+    objects (as the harness's own objects are), per second."""
+    third, clock = SPIN_S / 3, time.perf_counter_ns
+    heap = [(i, i + 1) for i in range(HEAP_OBJECTS)]
     barrier.wait(60)
-    count, end = 0, time.perf_counter() + half
+    count, end = 0, time.perf_counter() + third
     while time.perf_counter() < end:
         for _ in range(1000):
             count += 1
     barrier.wait(60)
-    reads, end_ns = 0, clock() + int(half * 1e9)
+    reads, end_ns = 0, clock() + int(third * 1e9)
     while clock() < end_ns:
         reads += 1
-    out.send((count / half, reads / half))
+    barrier.wait(60)
+    touched, at, end = 0, 0, time.perf_counter() + third
+    while time.perf_counter() < end:
+        for _ in range(1000):
+            at = (at + STRIDE) % HEAP_OBJECTS
+            touched += heap[at][1] > 0
+    out.send((count / third, reads / third, touched / third))
     out.close()
 
 
 def host_efficiency(processes: int) -> dict[str, float]:
     """What `processes` spinning processes do per second, over `processes` x what one
     process alone does: the host's own scaling without the harness, for a plain loop
-    (`host_efficiency`) and a loop reading the clock (`clock_efficiency`: below the
-    first where clock reads contend, as on a shared clock source)."""
-    def total(n: int) -> tuple[float, float]:
+    (`host_efficiency`), a loop reading the clock (`clock_efficiency`: below the first
+    where clock reads contend, as on a shared clock source) and reads scattered over a
+    heap of Python objects (`memory_efficiency`: below the first where the processes
+    contend for the shared cache and memory)."""
+    def total(n: int) -> tuple[float, ...]:
         ctx = multiprocessing.get_context("spawn")
         barrier = ctx.Barrier(n)
         pipes = [ctx.Pipe(duplex=False) for _ in range(n)]
         procs = [ctx.Process(target=_spin, args=(barrier, w), daemon=True) for _, w in pipes]
         for p in procs:
             p.start()
-        rates = [r.recv() if r.poll(60) else (0.0, 0.0) for r, _ in pipes]
+        rates = [r.recv() if r.poll(60) else (0.0, 0.0, 0.0) for r, _ in pipes]
         for p in procs:
             p.join(10)
-        return sum(r[0] for r in rates), sum(r[1] for r in rates)
+        return tuple(sum(r[i] for r in rates) for i in range(3))
 
     many, one = total(processes), total(1)
-    return {"host_efficiency": round(many[0] / (processes * one[0]), 3) if one[0] else 0.0,
-            "clock_efficiency": round(many[1] / (processes * one[1]), 3) if one[1] else 0.0}
+    names = ("host_efficiency", "clock_efficiency", "memory_efficiency")
+    return {name: round(m / (processes * o), 3) if o else 0.0
+            for name, m, o in zip(names, many, one, strict=True)}
 
 
 def process_counts(most: int | None = None) -> list[int]:
@@ -246,7 +262,8 @@ def scaling_table(counts: Sequence[int], per_process: int,
         first = rows[0]["worker_qps_sum"] if rows else got["worker_qps_sum"]
         got["worker_efficiency"] = round(got["worker_qps_sum"] / (n * first), 3) if first \
             else None
-        got.update({"host_efficiency": 1.0, "clock_efficiency": 1.0} if n == 1
+        got.update({"host_efficiency": 1.0, "clock_efficiency": 1.0, "memory_efficiency": 1.0}
+                   if n == 1
                    else host_efficiency(n))
         rows.append(got)
         if echo is not None:
@@ -256,7 +273,7 @@ def scaling_table(counts: Sequence[int], per_process: int,
 
 HEADER = (f"{'procs':>5} {'QPS':>10} {'eff':>5} {'host':>5} {'QPS/core':>9} {'cpu min':>7} {'cpu avg':>7} "
           f"{'stall ms':>8} {'invcs':>6} {'msgs':>5} {'KiB':>7} {'slack ms':>8} "
-          f"{'drv cpu':>7} {'gap ms':>6} {'lag p99 ms':>10} {'clock':>5} {'w eff':>5} {'wQPS min':>9} {'wQPS max':>9} "
+          f"{'drv cpu':>7} {'gap ms':>6} {'lag p99 ms':>10} {'clock':>5} {'mem':>5} {'w eff':>5} {'wQPS min':>9} {'wQPS max':>9} "
           f"{'plan s':>6} {'gc':>5} {'gc ms':>6} {'RSS MiB':>7} {'flt/kq':>6} {'MHz':>5}")
 
 
@@ -272,6 +289,7 @@ def format_row(r: dict[str, Any]) -> str:
             f"{r['involuntary_switches']:>6} {r['messages']:>5} {r['sent_kib']:>7.1f} "
             f"{r['start_slack_min_ms']:>8.1f} {drv:>7} {r['driver_read_gap_ms']:>6.1f} "
             f"{r['issue_lag_p99_ms']:>10.3f} {r.get('clock_efficiency', 1.0):>5.2f} "
+            f"{r.get('memory_efficiency', 1.0):>5.2f} "
             f"{'-' if r.get('worker_efficiency') is None else format(r['worker_efficiency'], '.2f'):>5} "
             f"{r['worker_qps_min']:>9} {r['worker_qps_max']:>9} "
             f"{r['plan_s_max']:>6.2f} {r['gc_collections']:>5} {r['gc_ms_max']:>6.1f} "
