@@ -18,7 +18,8 @@ union is Poisson at the full rate, with exactly the statistics of seeded thinnin
 constant rate splits by position: process i computes arrivals i, i + N, i + 2N, ...
 Each share stops by the run's rules with its part of the query counts (minimums and
 maximums divided exactly among the processes). Its samples come from its own
-seeded stream and its ids are k N + i (for a constant rate, the query's position).
+seeded stream (equal issue holds within each share) and its ids are k N + i (for a
+constant rate, the query's position).
 Where a per-process stream would change the statistics, every process keeps
 walking the whole plan and keeps its seeded-thinning share (`thin`): a gamma
 (bursty) renewal process (a random share of it is not gamma, and N independent
