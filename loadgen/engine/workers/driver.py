@@ -361,8 +361,8 @@ def _growth_figures(cost: dict[str, Any]) -> dict[str, Any]:
     """What could make a worker's cost per query grow with the process count: planning
     its share (in all; while it ran), garbage collection, memory, page faults, its core."""
     plan_s = cost.get("plan_s")
-    return {"plan_s": None if plan_s is None else round(plan_s[0], 4),
-            "plan_in_run_s": None if plan_s is None else round(plan_s[1], 4),
+    return {"plan_s": None if plan_s is None else round(plan_s[0], 6),
+            "plan_in_run_s": None if plan_s is None else round(plan_s[1], 6),
             "gc_collections": cost.get("gc_collections"),
             "gc_ms": None if "gc_ns" not in cost else round(cost["gc_ns"] / 1e6, 3),
             "max_rss_mib": None if "max_rss_kib" not in cost
