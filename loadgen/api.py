@@ -46,8 +46,8 @@ __all__ = ["EnergyWatcher", "Monitor", "ServerWatcher", "judge", "run_async", "r
            "run_test", "save_run"]
 
 Monitor: TypeAlias = WatchMonitor[RunResult]
-"""Watches a run live (for example the Prometheus exporter): `start(plan, sut_name,
-figures)` before the first query, `stop(result)` after the run (None if it failed)."""
+"""Watches a run live (for example the Prometheus exporter): `start(plan, sut, figures)`
+before the first query, `stop(result)` after the run (None if it failed)."""
 
 
 def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),

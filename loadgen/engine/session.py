@@ -140,7 +140,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
     try:
         if watch is not None:
             await asyncio.to_thread(watch.idle)
-            watch.started(sut.name, collector)
+            watch.started(sut, collector)
         if started is not None:
             started(collector)
         runner.plan_ahead()  # before the gate, so planning does not eat a shared start

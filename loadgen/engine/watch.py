@@ -32,7 +32,7 @@ from loadgen.adapters.httpbase import http_auth, http_base
 from loadgen.plan.plan import RunPlan
 from loadgen.record.energy import EnergyMeter, EnergyTrace, open_meter
 from loadgen.record.scrape import ScrapeTrace, ServerScraper
-from loadgen.record.watched import Watched
+from loadgen.record.watched import Named, Watched
 
 __all__ = ["EnergyWatcher", "Monitor", "RunWatch", "ServerWatcher", "Watch", "scraper_for"]
 
@@ -43,8 +43,9 @@ ResultT_contra = TypeVar("ResultT_contra", contravariant=True)
 class Monitor(Protocol[ResultT_contra]):
     """Watches a run live (for example the Prometheus exporter); never on the hot path."""
 
-    def start(self, plan: RunPlan, sut_name: str, figures: Watched) -> None:
-        """Called after the SUT started, before the first query, on the run's thread."""
+    def start(self, plan: RunPlan, sut: Named, figures: Watched) -> None:
+        """Called after the SUT started, before the first query, on the run's thread, with
+        the SUT (or what stands for it: its `name`) and the live figures."""
 
     def stop(self, result: ResultT_contra | None) -> None:
         """Called once the run ended (result is None if it failed)."""
@@ -76,7 +77,7 @@ class Watch(Protocol):
     def idle(self) -> None:
         """The SUT is up: the slow readings first (blocks; a session runs it off its loop)."""
 
-    def started(self, sut_name: str, figures: Watched) -> None:
+    def started(self, sut: Named, figures: Watched) -> None:
         """Before the start is set, on the run's thread: the scraper and the monitors."""
 
     def go(self) -> None:
@@ -141,7 +142,7 @@ class RunWatch(Generic[ResultT]):
         if self.meter is not None:
             self.meter.idle()
 
-    def started(self, sut_name: str, figures: Watched) -> None:
+    def started(self, sut: Named, figures: Watched) -> None:
         """The scraper's first scrape and its thread, then each monitor (handed the meter
         and the scraper when it watches them)."""
         scraper = self._scraper
@@ -149,7 +150,7 @@ class RunWatch(Generic[ResultT]):
             scraper.start()
             self._scraping = True
         for monitor in self._monitors:
-            monitor.start(self.plan, sut_name, figures)
+            monitor.start(self.plan, sut, figures)
             self._started.append(monitor)
             if self.meter is not None and isinstance(monitor, EnergyWatcher):
                 monitor.watch_energy(self.meter)

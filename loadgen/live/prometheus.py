@@ -1,6 +1,6 @@
 """Prometheus exporter: a run's live figures, read from the live `Collector` at scrape time.
 
-Nothing runs per query. `PrometheusExporter` is a run monitor (`loadgen.live.watch.Monitor`)
+Nothing runs per query. `PrometheusExporter` is a run monitor (`loadgen.api.Monitor`)
 and a prometheus_client collector registered into a registry it is given (or makes;
 never the global one). On each scrape it takes a snapshot of the live figures (a
 `Collector`, or the driver's merged view of several workers: `record.watched.Watched`) and
@@ -78,7 +78,7 @@ from loadgen.plan.settings import IssueMode
 from loadgen.record.energy import EnergyMeter
 from loadgen.record.histograms import new_histogram
 from loadgen.record.scrape import ServerScraper
-from loadgen.record.watched import Histogrammed, Watched
+from loadgen.record.watched import Histogrammed, Named, Watched
 from loadgen.report.result import RunResult
 
 __all__ = [
@@ -266,7 +266,7 @@ class PrometheusExporter:
 
     # -- Monitor --------------------------------------------------------------------------
 
-    def start(self, plan: RunPlan, sut_name: str, figures: Watched) -> None:
+    def start(self, plan: RunPlan, sut: Named, figures: Watched) -> None:
         """Watch a new run's live figures; called on the run's event loop thread."""
         settings = plan.settings
         try:
@@ -274,7 +274,7 @@ class PrometheusExporter:
         except RuntimeError:  # fed by hand, single-threaded
             self._loop = None
         self.run_id = self._fixed_run_id or time.strftime("%Y%m%dT%H%M%S-") + secrets.token_hex(3)
-        self._labels = [str(settings.scenario), sut_name, self.run_id]
+        self._labels = [str(settings.scenario), sut.name, self.run_id]
         self._target_qps = None if plan.issue_mode is IssueMode.CLOSED else settings.target_qps
         self._slo_s = settings.target_latency_ms / 1e3
         self._start_s = time.perf_counter()

@@ -27,7 +27,7 @@ from loadgen.mlperf.logs import log_names, write_logs
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.qsl import accuracy_queries
 from loadgen.plan.settings import IssueMode, Scenario
-from loadgen.record.watched import Watched
+from loadgen.record.watched import Named, Watched
 from loadgen.report.result import RunResult
 
 __all__ = ["OutputWatch", "accuracy_rows", "effective_of_plan", "write_run_logs"]
@@ -41,7 +41,7 @@ class OutputWatch:
     def __init__(self) -> None:
         self.figures: Watched | None = None
 
-    def start(self, plan: RunPlan, sut_name: str, figures: Watched) -> None:
+    def start(self, plan: RunPlan, sut: Named, figures: Watched) -> None:
         """Keep the run's live figures (a `Collector` keeps an accuracy run's outputs)."""
         self.figures = figures
 

@@ -1,9 +1,10 @@
-"""What a run monitor reads while a run goes: counters and recorders, by name.
+"""What a run monitor reads while a run goes: the SUT's name, counters and recorders.
 
-A single process hands its monitors the live `Collector`; the driver of several workers
-hands them a `LiveView` of the workers' merged reports (`engine.workers.live`). Both have
-these names, read-only here, so a monitor reads either without knowing which it has.
-A recorder is read through `histogram` (a live one flushes its buffer first).
+A single process hands its monitors the SUT and the live `Collector`; the driver of
+several workers hands them, for both, a `LiveView` of the workers' merged reports
+(`engine.workers.live`). Each has these names, read-only here, so a monitor reads either
+without knowing which it has. A recorder is read through `histogram` (a live one flushes
+its buffer first).
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from typing import Protocol
 
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
-__all__ = ["Histogrammed", "Watched", "WatchedTokens", "WatchedTurns"]
+__all__ = ["Histogrammed", "Named", "Watched", "WatchedTokens", "WatchedTurns"]
+
+
+class Named(Protocol):
+    """What a monitor reads of the SUT: its name (for labels)."""
+
+    @property
+    def name(self) -> str:
+        """The SUT's name."""
 
 
 class Histogrammed(Protocol):

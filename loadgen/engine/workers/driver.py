@@ -1,21 +1,20 @@
 """The driver: start the workers, set their clocks, release them, gather, merge.
 
-Everything slow starts first (the `watch`: the energy meter's idle reading, the
-monitors, the meter's sampling); then each worker's clock offset is measured (`clock.measure_offset`), T0 set
-with a margin sized from what releasing costs, and every worker released at
-once, at `T0 + its offset`, so all start together on the driver's clock within
-the offsets' errors. Reports stream in as the run goes, each what a worker's
-tally gained since its last (`record.deltas`), added in place into that worker's
-totals (and the live view's); the driver blocks on the engine between them
-(`Engine.wait`), never on a timer. A watchdog keeps each worker's longest
-silence (the judge flags a long one) and gives it up after `LOST_AFTER_S`.
-A lost worker stays lost (no restarts, no rebalancing): the others finish,
-its last report is merged, and its unissued share is counted as missing.
-Between reports a worker sends light progress (counters and its running
-`Glance`); the latest glance is kept, and the progress handed on carries
-their merge (the worst p50/p99 and lag, errors summed), as a single process's
-does. The offsets are measured again at the end, for drift. The tallies are put
-on the driver's clock and merged exactly into one ordinary outcome.
+Everything slow starts first (the run's `watch`: the energy meter's idle reading, the
+scraper and monitors, the meter's sampling); then each worker's clock offset is
+measured (`clock.measure_offset`), T0 set with a margin sized from what releasing
+costs, and every worker released at once, at `T0 + its offset`, so all start together
+on the driver's clock within the offsets' errors. Reports stream in as the run goes,
+each what a worker's tally gained since its last (`record.deltas`), added in place
+into that worker's totals (and the live view's); the driver blocks on the engine
+between them (`Engine.wait`), never on a timer. A watchdog keeps each worker's longest
+silence (the judge flags a long one) and gives it up after `LOST_AFTER_S`. A lost
+worker stays lost (no restarts, no rebalancing): the others finish, its last report is
+merged, and its unissued share is counted as missing. Between reports a worker sends
+light progress (counters and its running `Glance`); the latest glance is kept, and the
+progress handed on carries their merge (the worst p50/p99 and lag, errors summed), as
+a single process's does. The offsets are measured again at the end, for drift. The
+tallies are put on the driver's clock and merged exactly into one ordinary outcome.
 """
 
 from __future__ import annotations
@@ -116,7 +115,7 @@ def run_workers(plan: RunPlan, spec: str, engine: Engine, out_dir: Path | None =
         view = LiveView(str(described[0].get("sut", spec.partition(":")[0])))
         if watch is not None:
             watch.idle()
-            watch.started(view.name, view)
+            watch.started(view, view)
             watch.go()
         tracks = [_Track(w, w.placement(), d, measure_offset(w.clock))
                   for w, d in zip(workers, described, strict=True)]

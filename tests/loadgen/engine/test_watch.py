@@ -68,12 +68,12 @@ class FakeMonitor:
     def __init__(self, events: Events, name: str = "monitor", fail_stop: bool = False) -> None:
         self.events, self.name, self.fail_stop = events, name, fail_stop
         self.figures: object = None
-        self.sut_name = ""
+        self.sut: object = None
         self.stopped_with: list[object] = []
 
-    def start(self, plan: RunPlan, sut_name: str, figures: object) -> None:
+    def start(self, plan: RunPlan, sut: object, figures: object) -> None:
         self.events.note(f"{self.name}.start")
-        self.sut_name, self.figures = sut_name, figures
+        self.sut, self.figures = sut, figures
 
     def watch_energy(self, meter: object) -> None:
         self.events.note(f"{self.name}.watch_energy")
@@ -127,7 +127,7 @@ def test_a_session_takes_the_idle_reading_then_starts_scraper_monitors_and_meter
     start_ns = outcome.tally.times.start_ns
     assert events.at("meter.idle") < events.at("monitor.start") < events.at("meter.start") \
         <= start_ns < events.at("meter.stop")
-    assert isinstance(monitor.figures, Collector) and monitor.sut_name == sut.name
+    assert isinstance(monitor.figures, Collector) and monitor.sut is sut
     assert monitor.stopped_with == ["the result"]
     assert watch.meter is not None and watch.meter.closed
 
@@ -147,7 +147,8 @@ def test_the_driver_starts_everything_slow_before_it_measures_a_clock_or_release
     first_clock, first_release = names.index("clock"), names.index("release")
     assert len(slow) == first_clock < first_release
     assert names.index("meter.stop") > max(i for i, n in enumerate(names) if n == "release")
-    assert isinstance(monitor.figures, LiveView) and monitor.sut_name == "fake"
+    assert isinstance(monitor.figures, LiveView) and monitor.sut is monitor.figures
+    assert monitor.figures.name == "fake"
     assert monitor.stopped_with == ["merged"]
     assert spread.outcome.energy is None  # the fake meter's stop returns no trace
 
@@ -167,7 +168,7 @@ def test_a_run_that_raises_still_stops_the_meter_the_scraper_and_every_started_m
     with pytest.raises(RuntimeError, match="the SUT fell over"), \
             RunWatch(plan, NullSut(), [failing, other]) as watch:
         watch.idle()
-        watch.started("null", Collector(10**9))
+        watch.started(NullSut(), Collector(10**9))
         watch.go()
         raise RuntimeError("the SUT fell over")
     meter = watch.meter
