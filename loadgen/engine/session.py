@@ -27,6 +27,7 @@ from loadgen.adapters.safetext import safe_tree
 from loadgen.engine.runner import Runner
 from loadgen.engine.watch import Watch
 from loadgen.errors import SutError
+from loadgen.plan.jobs import JobBook
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.qsl import accuracy_queries
 from loadgen.plan.schedule import plan_queries, thin
@@ -34,6 +35,7 @@ from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyTrace
 from loadgen.record.hostload import HostLoad, host_load, sample_host
+from loadgen.record.jobs import JobRecorder
 from loadgen.record.progress import Progress
 from loadgen.record.querylog import QueryLog
 from loadgen.record.tally import Accuracy, Tally
@@ -81,7 +83,9 @@ def new_collector(plan: RunPlan) -> Collector:
                      keep_outputs=plan.issue_mode is IssueMode.ACCURACY,
                      windows=Windows(plan.window_ns, bound, plan.step_starts_ns),
                      tokens=TokenRecorder(plan.goodput_slos, plan.token_targets)
-                     if token_run else None)
+                     if token_run else None,
+                     jobs=JobRecorder(plan.job_deadline_ns)
+                     if isinstance(plan.prompts, JobBook) else None)
 
 
 async def _preflight(sut: SystemUnderTest) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from loadgen.adapters.safetext import safe_text
 from loadgen.adapters.tokens import TokenStream
 from loadgen.record.histograms import FLUSH_SLICE, Recorder
+from loadgen.record.jobs import JobRecorder
 from loadgen.record.querylog import QueryLog
 from loadgen.record.tally import MAX_DETAILS, RunTimes, Tally
 from loadgen.record.tokens import TokenRecorder
@@ -47,6 +48,7 @@ class Collector:
         log: QueryLog | None = None,
         windows: Windows | None = None,
         tokens: TokenRecorder | None = None,
+        jobs: JobRecorder | None = None,
     ) -> None:
         self.slo_ns = slo_ns
         self.query_timeout_ns = query_timeout_ns
@@ -74,6 +76,8 @@ class Collector:
         """Sees each query leave flight: (query id, done stamp, finished well); multi-turn
         sessions send their next turns from it."""
         self.log = log
+        self.jobs = jobs
+        """Agentic jobs' figures (`session_file`), filed by `engine.jobs`."""
         self.tokens: TokenRecorder | None = None  # made by the first stream, if not given
         if tokens is not None:
             self._use_tokens(tokens)
@@ -251,6 +255,7 @@ class Collector:
             windows=self.windows.counts(),
             times=times,
             tokens=None if self.tokens is None else self.tokens.tally(),
+            jobs=None if self.jobs is None else self.jobs.tally(),
         )
 
     def _use_tokens(self, tokens: TokenRecorder) -> None:
