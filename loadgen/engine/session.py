@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.adapters.safetext import safe_tree
 from loadgen.engine.runner import Runner
+from loadgen.engine.watch import Watch
 from loadgen.errors import SutError
 from loadgen.plan.jobs import JobBook
 from loadgen.plan.plan import RunPlan
@@ -32,7 +33,7 @@ from loadgen.plan.qsl import accuracy_queries
 from loadgen.plan.schedule import share_queries
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
-from loadgen.record.energy import EnergyMeter, EnergyTrace
+from loadgen.record.energy import EnergyTrace
 from loadgen.record.hostload import HostLoad, host_load, sample_host
 from loadgen.record.jobs import JobRecorder
 from loadgen.record.progress import Progress
@@ -106,17 +107,18 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
                       log_dir: Path | None = None,
                       started: Callable[[Collector], None] | None = None,
                       gate: Gate | None = None,
-                      energy: EnergyMeter | None = None,
+                      watch: Watch | None = None,
                       interrupts: Callable[[Callable[[], None]], None] | None = None,
                       release_gil: bool = False) -> SessionOutcome:
     """Run one plan (or one share of it) against a SUT on the running loop.
 
-    `started` sees the collector once the SUT has started (live monitors);
+    `started` sees the collector once the SUT has started (a load worker's own reports);
     `interrupts` is handed the run's Ctrl-C (for a worker off the main thread);
     `release_gil` waits without the GIL, as for a SUT that `shares_gil` (for a
     worker whose host runs threads of its own, as a Ray actor does);
-    with `log_dir` every query's stamps stream to the query log there; an `energy`
-    meter takes its idle baseline once the SUT is up and samples while the engine runs.
+    with `log_dir` every query's stamps stream to the query log there; a `watch`
+    (`engine.watch`: monitors, meter, scraper) takes its slow readings once the SUT is up,
+    starts its monitors on the collector, and its meter samples while the engine runs.
     """
     collector = new_collector(plan)
     queries, ids = share_queries(plan, share.index, share.count)
@@ -139,8 +141,9 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
             loop.add_signal_handler(signum, _interrupt, runner, plan)
     trace = None
     try:
-        if energy is not None:
-            await asyncio.to_thread(energy.idle)
+        if watch is not None:
+            await asyncio.to_thread(watch.idle)
+            watch.started(sut, collector)
         if started is not None:
             started(collector)
         runner.plan_ahead()  # before the gate, so planning does not eat a shared start
@@ -149,15 +152,15 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         if log_dir is not None:
             collector.log = QueryLog(log_dir)
         start_at = None if gate is None else await gate(sut.describe(), runner.first_offset_ns)
-        if energy is not None:
-            energy.start()
+        if watch is not None:
+            watch.go()
         cpu_s, host_before, planned_ns = time.process_time(), sample_host(), runner.plan_ns
         times = await runner.run(start_at_ns=start_at)
         cpu_s, host = time.process_time() - cpu_s, host_load(host_before, sample_host())
         plan_s = (runner.plan_ns / 1e9, (runner.plan_ns - planned_ns) / 1e9)
     finally:
-        if energy is not None:
-            trace = energy.stop()
+        if watch is not None:
+            trace = watch.ended()
         gc.unfreeze()
         if collector.log is not None:
             try:

@@ -1,8 +1,9 @@
-"""Prometheus exporter: a run's live figures, read from the `Collector` at scrape time.
+"""Prometheus exporter: a run's live figures, read from the live `Collector` at scrape time.
 
 Nothing runs per query. `PrometheusExporter` is a run monitor (`loadgen.api.Monitor`)
 and a prometheus_client collector registered into a registry it is given (or makes;
-never the global one). On each scrape it takes a snapshot of the live `Collector` and
+never the global one). On each scrape it takes a snapshot of the live figures (a
+`Collector`, or the driver's merged view of several workers: `record.watched.Watched`) and
 turns the HDR histograms into Prometheus cumulative buckets at fixed bounds
 (`BUCKETS_S`, 50 us .. 60 s, R10 preferred numbers: each bound at most 1.28x the one
 before): the count at a bound is the HDR count up to the HDR bucket holding it (exact
@@ -66,7 +67,6 @@ from prometheus_client.core import (
     Metric,
 )
 
-from loadgen.adapters.base import SystemUnderTest
 from loadgen.errors import LoadgenError, SettingsError
 from loadgen.judge.energy import EnergyFigures
 from loadgen.judge.servermetrics import ServerMetrics
@@ -75,10 +75,10 @@ from loadgen.live.server_metrics import server_gauges, server_run_gauges
 from loadgen.live.turn_metrics import fold_turns, turn_families
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode
-from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter
-from loadgen.record.histograms import Recorder, new_histogram
+from loadgen.record.histograms import new_histogram
 from loadgen.record.scrape import ServerScraper
+from loadgen.record.watched import Histogrammed, Named, Watched
 from loadgen.report.result import RunResult
 
 __all__ = [
@@ -168,7 +168,7 @@ class _Layout:
         return pairs, float((counts * self.mid_s[: counts.size]).sum())  # no BLAS threads
 
 
-def _counts(recorder: Recorder) -> npt.NDArray[np.uint64]:
+def _counts(recorder: Histogrammed) -> npt.NDArray[np.uint64]:
     """A copy of a recorder's counts up to its maximum, its buffer flushed first.
 
     Call on the recording thread; the copy stops at the highest nonzero counter.
@@ -214,7 +214,7 @@ class PrometheusExporter:
         self._layout = _Layout(buckets_s)
         self._server: Any = None
         self._thread: Any = None
-        self._collector: Collector | None = None
+        self._figures: Watched | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._labels: list[str] = []
         self._target_qps: float | None = None
@@ -266,8 +266,8 @@ class PrometheusExporter:
 
     # -- Monitor --------------------------------------------------------------------------
 
-    def start(self, plan: RunPlan, sut: SystemUnderTest, collector: Collector) -> None:
-        """Watch a new run; called on the run's event loop thread."""
+    def start(self, plan: RunPlan, sut: Named, figures: Watched) -> None:
+        """Watch a new run's live figures; called on the run's event loop thread."""
         settings = plan.settings
         try:
             self._loop = asyncio.get_running_loop()
@@ -281,7 +281,7 @@ class PrometheusExporter:
         self._last = self._final = None
         self._meter, self._energy = None, None
         self._scraper, self._server_figures = None, None
-        self._collector = collector
+        self._figures = figures
 
     def watch_energy(self, meter: EnergyMeter) -> None:
         """Serve the energy meter's latest readings while the run lasts (`EnergyWatcher`)."""
@@ -293,7 +293,7 @@ class PrometheusExporter:
 
     def stop(self, result: RunResult | None) -> None:
         """Freeze the final figures; push them to the Pushgateway if one was given."""
-        if self._collector is None:
+        if self._figures is None:
             return
         final = self._read()
         self._scraper = None
@@ -334,7 +334,7 @@ class PrometheusExporter:
             yield from server_run_gauges(_LABELS, self._labels, self._server_figures)
 
     def _snapshot(self) -> _Snapshot | None:
-        if self._final is not None or self._collector is None:
+        if self._final is not None or self._figures is None:
             return self._final
         loop = self._loop
         if loop is None:
@@ -356,7 +356,7 @@ class PrometheusExporter:
         return self._last
 
     def _read(self) -> _Snapshot:
-        c = self._collector
+        c = self._figures
         assert c is not None
         failed = dict(c.errors_by_kind)
         completed = c.finished - sum(failed.values())

@@ -21,28 +21,29 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.adapters.base import SystemUnderTest
 from loadgen.mlperf.bridge import AccuracyRow
 from loadgen.mlperf.figures import LogRun
 from loadgen.mlperf.logs import log_names, write_logs
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.qsl import accuracy_queries
 from loadgen.plan.settings import IssueMode, Scenario
-from loadgen.record.collect import Collector
+from loadgen.record.watched import Named, Watched
 from loadgen.report.result import RunResult
 
 __all__ = ["OutputWatch", "accuracy_rows", "effective_of_plan", "write_run_logs"]
 
 
 class OutputWatch:
-    """A run monitor that keeps the run's collector, to read the outputs an accuracy run
-    kept once it is over (none in performance mode, nor from several workers)."""
+    """A run monitor that keeps the run's live figures, to read the outputs an accuracy
+    run's collector kept once it is over (none in performance mode, nor from several
+    workers)."""
 
     def __init__(self) -> None:
-        self.collector: Collector | None = None
+        self.figures: Watched | None = None
 
-    def start(self, plan: RunPlan, sut: SystemUnderTest, collector: Collector) -> None:
-        self.collector = collector
+    def start(self, plan: RunPlan, sut: Named, figures: Watched) -> None:
+        """Keep the run's live figures (a `Collector` keeps an accuracy run's outputs)."""
+        self.figures = figures
 
     def stop(self, result: RunResult | None) -> None:
         """Nothing to do: the outputs stay with the collector."""
@@ -50,7 +51,7 @@ class OutputWatch:
     @property
     def outputs(self) -> Mapping[int, Any]:
         """Query id -> output, in completion order (empty when none were kept)."""
-        return getattr(self.collector, "outputs", None) or {}
+        return getattr(self.figures, "outputs", None) or {}
 
 
 def _sample_bytes(output: Any, position: int, samples: int) -> bytes:

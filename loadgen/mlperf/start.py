@@ -1,9 +1,10 @@
 """LoadGen's entry points: construct a SUT and a QSL, start a test, destroy them.
 
 `StartTest` runs on our engine: the QSL's load callback gets the performance
-sample set (every sample for accuracy), the test runs as one `run_test` per
-part (SubmissionRun: accuracy, then performance; FindPeakPerformance: our
-find-peak over Server rates), and LoadGen's logs are written to the log
+sample set (every sample for accuracy), the test runs as one session per part
+(SubmissionRun: accuracy, then performance; FindPeakPerformance: our find-peak
+over Server rates), each inside the wiring every run has (`engine.watch.RunWatch`:
+energy meter, server scraper), and LoadGen's logs are written to the log
 output directory, with our result.json and summary.txt beside them.
 """
 
@@ -19,6 +20,7 @@ from typing import TypeVar
 from loadgen.api import judge, run_test, save_run
 from loadgen.campaigns.search import SearchConfig, find_peak
 from loadgen.engine.session import SessionOutcome, run_loop, run_session
+from loadgen.engine.watch import RunWatch
 from loadgen.errors import SettingsError
 from loadgen.mlperf.bridge import HarnessSut, IssueCallback
 from loadgen.mlperf.derive import effective, plan_for
@@ -171,10 +173,13 @@ def _run_part(s: _Sut, q: _Qsl, settings: TestSettings, *, accuracy: bool,
     bridge = _bridge(s, settings, accuracy=accuracy, trace=trace)
     q.load(loaded)
     try:
-        outcome: SessionOutcome = run_loop(run_session(plan, bridge))
+        with RunWatch[RunResult](plan, bridge) as watch:
+            outcome: SessionOutcome = run_loop(run_session(plan, bridge, watch=watch))
+            result = judge(plan, outcome, server=watch.server())
+            watch.finish(result)
     finally:
         q.unload(loaded)
-    return _Part(plan, judge(plan, outcome), bridge, loaded, outcome.tally)
+    return _Part(plan, result, bridge, loaded, outcome.tally)
 
 
 def _find_peak(s: _Sut, q: _Qsl, settings: TestSettings, outdir: Path) -> None:

@@ -1,21 +1,20 @@
 """The driver: start the workers, set their clocks, release them, gather, merge.
 
-Everything slow starts first (monitors, the energy meter's idle reading);
-then each worker's clock offset is measured (`clock.measure_offset`), T0 set
-with a margin sized from what releasing costs, and every worker released at
-once, at `T0 + its offset`, so all start together on the driver's clock within
-the offsets' errors. Reports stream in as the run goes, each what a worker's
-tally gained since its last (`record.deltas`), added in place into that worker's
-totals (and the live view's); the driver blocks on the engine between them
-(`Engine.wait`), never on a timer. A watchdog keeps each worker's longest
-silence (the judge flags a long one) and gives it up after `LOST_AFTER_S`.
-A lost worker stays lost (no restarts, no rebalancing): the others finish,
-its last report is merged, and its unissued share is counted as missing.
-Between reports a worker sends light progress (counters and its running
-`Glance`); the latest glance is kept, and the progress handed on carries
-their merge (the worst p50/p99 and lag, errors summed), as a single process's
-does. The offsets are measured again at the end, for drift. The tallies are put
-on the driver's clock and merged exactly into one ordinary outcome.
+Everything slow starts first (the run's `watch`: the energy meter's idle reading, the
+scraper and monitors, the meter's sampling); then each worker's clock offset is
+measured (`clock.measure_offset`), T0 set with a margin sized from what releasing
+costs, and every worker released at once, at `T0 + its offset`, so all start together
+on the driver's clock within the offsets' errors. Reports stream in as the run goes,
+each what a worker's tally gained since its last (`record.deltas`), added in place
+into that worker's totals (and the live view's); the driver blocks on the engine
+between them (`Engine.wait`), never on a timer. A watchdog keeps each worker's longest
+silence (the judge flags a long one) and gives it up after `LOST_AFTER_S`. A lost
+worker stays lost (no restarts, no rebalancing): the others finish, its last report is
+merged, and its unissued share is counted as missing. Between reports a worker sends
+light progress (counters and its running `Glance`); the latest glance is kept, and the
+progress handed on carries their merge (the worst p50/p99 and lag, errors summed), as
+a single process's does. The offsets are measured again at the end, for drift. The
+tallies are put on the driver's clock and merged exactly into one ordinary outcome.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.engine.session import SessionOutcome
+from loadgen.engine.watch import Watch
 from loadgen.engine.workers.base import (
     DONE,
     PROGRESS,
@@ -47,7 +47,7 @@ from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size, split_kind
 from loadgen.record.deltas import TallySum
-from loadgen.record.energy import EnergyMeter, EnergyTrace
+from loadgen.record.energy import EnergyTrace
 from loadgen.record.glance import Glance, decode_glance, merge_glances
 from loadgen.record.histograms import summary_ns
 from loadgen.record.progress import Progress
@@ -99,25 +99,24 @@ class _Track:
 
 def run_workers(plan: RunPlan, spec: str, engine: Engine, out_dir: Path | None = None,
                 progress: Callable[[Progress], None] | None = None,
-                live: Callable[[LiveView], None] | None = None,
-                energy: EnergyMeter | None = None) -> Spread:
+                watch: Watch | None = None) -> Spread:
     """Run one plan from `plan.settings.workers` workers of `engine`, merged.
 
-    `live` is handed the `LiveView` the driver keeps up to date as reports arrive. An
-    `energy` meter runs here, on the driver's host. Everything slow comes first, once
-    every worker's SUT is up: the live view's monitors, the meter's idle baseline and its
-    sampling; only then are the clocks measured, T0 set and every worker released at once.
+    The `watch` (`engine.watch`) runs here, on the driver's host: its monitors read the
+    `LiveView` the driver keeps up to date as reports arrive (kept only when one does), its
+    energy meter measures this host. Everything slow comes first, once every worker's SUT
+    is up: the meter's idle baseline, the monitors, the meter's sampling; only then are the
+    clocks measured, T0 set and every worker released at once.
     """
     trace = None
     try:
         workers = engine.start(plan, spec, out_dir)
         described = [w.wait_ready(READY_TIMEOUT_S) for w in workers]
         view = LiveView(str(described[0].get("sut", spec.partition(":")[0])))
-        if live is not None:
-            live(view)
-        if energy is not None:
-            energy.idle()
-            energy.start()
+        if watch is not None:
+            watch.idle()
+            watch.started(view, view)
+            watch.go()
         tracks = [_Track(w, w.placement(), d, measure_offset(w.clock))
                   for w, d in zip(workers, described, strict=True)]
         margin = start_margin_ns([t.before.rtt_ns for t in tracks])
@@ -126,14 +125,15 @@ def run_workers(plan: RunPlan, spec: str, engine: Engine, out_dir: Path | None =
         for t in tracks:
             t.worker.release(t0 + t.before.offset_ns)
         release = _Release(margin, time.perf_counter_ns() - sent)
-        driver = _gather(tracks, engine, progress, view if live is not None else None)
+        driver = _gather(tracks, engine, progress,
+                         view if watch is not None and watch.watched else None)
         for t in tracks:
             if t.lost is None:
                 with contextlib.suppress(WorkerLost):  # gone after its last word: no drift
                     t.after = measure_offset(t.worker.clock)
     finally:
-        if energy is not None:
-            trace = energy.stop()
+        if watch is not None:
+            trace = watch.ended()
         engine.close()
     return _spread(plan, engine, tracks, t0, release, driver, trace)
 

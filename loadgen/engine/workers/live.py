@@ -1,9 +1,10 @@
 """The driver's live view: every worker's latest report merged, read like a live Collector.
 
-A run monitor (the Prometheus exporter) reads a `Collector`'s counters and recorders;
-with several workers the driver hands it a `LiveView` instead, updated whenever a
-report arrives (the merge is exact: the reports share one HDR layout). Each update
-replaces the figures whole; a scrape in between reads the previous ones.
+A run monitor (the Prometheus exporter) reads a run's live figures
+(`record.watched.Watched`): a `Collector`'s counters and recorders in one process; with
+several workers the driver hands it a `LiveView` instead, with the same names, updated
+whenever a report arrives (the merge is exact: the reports share one HDR layout). Each
+update replaces the figures whole; a scrape in between reads the previous ones.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class SlowIdleMeter:
 def test_a_slow_idle_reading_leaves_every_worker_released_in_time_and_the_run_valid(
         tmp_path, monkeypatch):
     meter = SlowIdleMeter(1.0)
-    monkeypatch.setattr("loadgen.api._meter", lambda plan: meter)
+    monkeypatch.setattr("loadgen.engine.watch._meter", lambda plan: meter)
     r = run_test(RunPlan.of(load_settings(None, SERVER)), "null", tmp_path)
     assert [kind for kind, _ in meter.events] == ["idle", "start"]
     per_worker = r.workers["per_worker"]
