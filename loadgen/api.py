@@ -33,6 +33,7 @@ from loadgen.plan.schedule import describe_schedule, save_schedule
 from loadgen.plan.settings import TestSettings
 from loadgen.plan.tracefile import SCHEDULE_FILE
 from loadgen.record.collect import Collector
+from loadgen.record.distributed import Distributed
 from loadgen.record.energy import EnergyMeter, open_meter
 from loadgen.record.memory import in_process_memory, remote_memory
 from loadgen.record.progress import Progress
@@ -74,7 +75,7 @@ class ServerWatcher(Protocol):
 
 def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
           workers: dict[str, object] | None = None,
-          distributed: dict[str, Any] | None = None,
+          distributed: Distributed | None = None,
           server: ScrapeTrace | str | None = None,
           memory: dict[str, Any] | None = None,
           endpoint: dict[str, Any] | None = None) -> RunResult:

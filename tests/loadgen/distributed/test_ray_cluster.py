@@ -89,10 +89,11 @@ def test_workers_spread_over_nodes_and_their_sends_match_the_plan(cluster, tmp_p
         r = run_test(load_settings(None, RUN), spec, tmp_path, engine=RayEngine("auto"))
         arrivals = np.sort(np.array(server.stamps, dtype=np.int64))
     d = r.distributed
-    assert d["engine"] == "ray" and d["version"] == ray.__version__ and d["nodes"] == 3
-    placed = {w["node"] for w in d["workers"]}
+    assert d is not None
+    assert d.engine == "ray" and d.version == ray.__version__ and d.nodes == 3
+    placed = {w.node for w in d.workers}
     assert placed == {n.node_id for n in nodes}  # one worker on each node, none on the head
-    assert r.stats.errors == 0 and not d["lost"]
+    assert r.stats.errors == 0 and not d.lost
     assert not {ReasonCode.CLOCK_SKEW, ReasonCode.WORKER_LOST} & set(r.verdict.codes)
     planned = read_schedule(tmp_path / "schedule.bin").offsets_ns + d["start_ns"]
     assert arrivals.size == planned.size  # every planned query arrived, once
