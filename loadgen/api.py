@@ -152,7 +152,7 @@ def _energy(plan: RunPlan, outcome: SessionOutcome, stats: RunStats) -> EnergyFi
     return energy_figures(outcome.energy, start, end, queries=stats.queries,
                           samples=stats.samples, qps=stats.qps_completed,
                           samples_per_s=stats.samples_per_s,
-                          output_tokens=output_tokens_of(stats.as_dict()))
+                          output_tokens=output_tokens_of(stats.token_stats))
 
 
 def _meter(plan: RunPlan) -> EnergyMeter | None:

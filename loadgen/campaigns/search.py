@@ -287,8 +287,8 @@ def probe_record(result: RunResult, index: int, trial: int, run_dir: str,
     at_p, slo_ns = r.target_latency_at_ns, r.early_stopping.target_latency_ns
     token = {} if r.token_stats is None else {
         "goodput": r.token_stats.goodput.as_dict(),
-        "ttft_p99_ns": r.token_stats.latencies["ttft_ns"].summary["p99"],
-        "tpot_p99_ns": r.token_stats.latencies["tpot_ns"].summary["p99"]}
+        "ttft_p99_ns": r.token_stats.latencies["ttft_ns"].summary.p99,
+        "tpot_p99_ns": r.token_stats.latencies["tpot_ns"].summary.p99}
     return token | {
         "index": index, "target_qps": round_rate(s.target_qps), "trial": trial,
         "dir": run_dir, "valid": result.valid, "reasons": [x.text for x in result.verdict.reasons],

@@ -33,7 +33,7 @@ from loadgen.report.energy import energy_html
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
 from loadgen.report.overview import peak_table, sweep_table
 from loadgen.report.pareto import PARETO_FILE, pareto_chart, pareto_rows
-from loadgen.report.result import RESULT_FILE, RunResult, read_result
+from loadgen.report.result import RunResult, read_result
 from loadgen.report.serverchart import server_chart
 from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
 from loadgen.report.turns import TURN_COLUMNS, turn_rows
@@ -124,19 +124,10 @@ def _sweep_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
     return out
 
 
-def _raw_result(root: Path) -> dict[str, Any]:
-    """result.json as plain JSON (for fields newer than `RunResult`); {} when unreadable."""
-    try:
-        doc = safe_tree(json.loads((root / RESULT_FILE).read_text()))
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _token_metrics(root: Path) -> dict[str, Any]:
-    """The token latencies result.json holds (LLM runs), by name."""
-    doc = _raw_result(root)
-    return {k: doc[k] for k in TOKEN_METRICS if isinstance(doc.get(k), dict)}
+def _token_metrics(result: RunResult) -> dict[str, Any]:
+    """The token latencies of an LLM run, by result.json name, for the token chart."""
+    ts = result.stats.token_stats
+    return {} if ts is None else {k: ts.latency(k).as_dict() for k in TOKEN_METRICS}
 
 
 def _comparison_slo(doc: Mapping[str, Any]) -> float | None:
@@ -144,7 +135,7 @@ def _comparison_slo(doc: Mapping[str, Any]) -> float | None:
     return _slo_ns(read_result(Path(paths[0])).settings.as_dict()) if paths else None
 
 
-def _run_charts(result: RunResult, root: Path) -> list[Chart]:
+def _run_charts(result: RunResult) -> list[Chart]:
     r = result.stats
     slo = _slo_ns(result.settings.as_dict())
     out: list[Chart] = []
@@ -163,7 +154,7 @@ def _run_charts(result: RunResult, root: Path) -> list[Chart]:
     if lag:
         limit = float(result.settings.max_issue_lag_ms) * 1e6 or None
         out.append(charts.spectrum_chart(lag, limit, "Issue lag by percentile", "limit"))
-    tokens = _token_metrics(root)
+    tokens = _token_metrics(result)
     if tokens:
         out.append(charts.token_chart(tokens))
         token_hists = r.token_stats.histograms if r.token_stats is not None else {}
@@ -193,7 +184,7 @@ def _load_charts(points: list[LoadPoint], slo: float | None, xlabel: str, offere
 def _charts(kind: str, doc: Any, root: Path) -> list[Chart]:
     """Every chart the document supports."""
     if kind == "run":
-        return _run_charts(doc, root)
+        return _run_charts(doc)
     if kind == "comparison":
         return comparison.comparison_charts(doc, _comparison_slo(doc))
     slo = _slo_ns(doc["settings"] if kind == "find-peak" else doc["points"][0]["settings"])
@@ -205,9 +196,8 @@ def _charts(kind: str, doc: Any, root: Path) -> list[Chart]:
         for label, qps in ends.items():
             probe = next((p for p in doc["probes"] if p["target_qps"] == qps), None)
             if probe is not None:
-                chosen[f"{label} {qps:g} QPS"] = (read_result(root / probe["dir"]),
-                                                 root / probe["dir"])
-        hists = _hists({k: v[0] for k, v in chosen.items()})
+                chosen[f"{label} {qps:g} QPS"] = read_result(root / probe["dir"])
+        hists = _hists(chosen)
         peak = next(iter(chosen.items()), None)
     else:
         axis = _sweep_axis(doc)
@@ -219,8 +209,8 @@ def _charts(kind: str, doc: Any, root: Path) -> list[Chart]:
     if hists:
         out.append(charts.spectrum_chart(hists, slo))
     if peak is not None:
-        label, (result, run_dir) = peak
-        out += [replace(c, title=f"{c.title}: {label}") for c in _run_charts(result, run_dir)
+        label, result = peak
+        out += [replace(c, title=f"{c.title}: {label}") for c in _run_charts(result)
                 if c.title != "Latency by percentile"]
     return out
 
@@ -249,7 +239,7 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
                       "streams": ts.tokens.requests, "failed": ts.tokens.failed,
                       "attainment": ts.goodput.attainment,
                       "goodput tokens/s": ts.goodput.tokens_per_s}
-            achieved = ts.tokens.cache["hit_rate"]["achieved"]
+            achieved = ts.tokens.cache.hit_rate.achieved
             if achieved is not None:
                 counts["prefix-cache hit rate (usage)"] = achieved
             parts += ["<h2>Tokens</h2>", _table([counts], list(counts)),
