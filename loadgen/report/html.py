@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -33,8 +33,10 @@ from loadgen.report.energy import energy_html
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
 from loadgen.report.overview import peak_table, sweep_table
 from loadgen.report.pareto import PARETO_FILE, pareto_chart, pareto_rows
+from loadgen.report.peakdoc import PeakDocument
 from loadgen.report.result import RunResult, read_result
 from loadgen.report.serverchart import server_chart
+from loadgen.report.sweepdoc import SweepDocument
 from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
 from loadgen.report.turns import TURN_COLUMNS, turn_rows
 
@@ -57,17 +59,25 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.bad{color:#b00}.warn{color:#a60
 
 
 def load_kind(path: Path) -> tuple[str, Any]:
-    """('find-peak' | 'sweep' | 'comparison', document) or ('run', RunResult) for a
-    directory (or a file in one)."""
+    """('find-peak', PeakDocument), ('sweep', SweepDocument), ('comparison', its JSON) or
+    ('run', RunResult) for a directory (or a file in one)."""
     root = path if path.is_dir() else path.parent
     for name, kind in (("peak.json", "find-peak"), ("sweep.json", "sweep"),
                        ("compare.json", "comparison")):
         if (root / name).is_file():
             try:
-                return kind, safe_tree(json.loads((root / name).read_text()))
+                doc = safe_tree(json.loads((root / name).read_text()))
             except (OSError, ValueError) as exc:
                 raise ResultError(f"{root / name}: cannot read: {exc}") from None
+            try:
+                return kind, _DOCUMENTS[kind](doc) if kind in _DOCUMENTS else doc
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ResultError(f"{root / name}: malformed: {exc!r}") from None
     return "run", read_result(root)
+
+
+_DOCUMENTS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "find-peak": PeakDocument.from_dict, "sweep": SweepDocument.from_dict}
 
 
 def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
@@ -96,31 +106,31 @@ def _hists(results: Mapping[str, RunResult],
     return {label: h for label, h in hists.items() if h.get_total_count() >= 2}
 
 
-def _search_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
-    return [LoadPoint(float(p["target_qps"]), p["latency_ns"], float(p["qps_completed"]),
-                      float(p["goodput_qps"]), bool(p["valid"])) for p in doc["probes"]]
+def _search_points(doc: PeakDocument) -> list[LoadPoint]:
+    return [LoadPoint(float(p.target_qps), p.latency_ns.as_dict(), float(p.qps_completed),
+                      float(p.goodput_qps), p.valid) for p in doc.probes]
 
 
-def _sweep_axis(doc: Mapping[str, Any]) -> str:
-    grid = doc["grid"]
+def _sweep_axis(doc: SweepDocument) -> str:
+    grid = doc.grid
     numeric = [k for k, vs in grid.items() if all(isinstance(v, int | float) for v in vs)]
     return "target_qps" if "target_qps" in grid else (numeric or list(grid))[0]
 
 
-def _sweep_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
+def _sweep_points(doc: SweepDocument) -> list[LoadPoint]:
     axis = _sweep_axis(doc)
     out = []
-    for p in doc["points"]:
-        st = p["stats"]
+    for p in doc.points:
+        st = p.stats
         lat = {n: st[f"latency_{n}_ns"] for n in ("p50", "p90", "p99")}
-        group = ", ".join(f"{k}={v}" for k, v in p["values"].items() if k != axis)
-        x = p["values"][axis]
-        out.append(LoadPoint(float(x) if isinstance(x, int | float) else float(p["index"]),
-                             {n: s["median"] for n, s in lat.items()},
-                             st["qps_completed"]["median"], st["goodput_qps"]["median"],
-                             p["valid_launches"] == st["headline"]["n"], group,
-                             {n: s["min"] for n, s in lat.items()},
-                             {n: s["max"] for n, s in lat.items()}))
+        group = ", ".join(f"{k}={v}" for k, v in p.values.items() if k != axis)
+        x = p.values[axis]
+        out.append(LoadPoint(float(x) if isinstance(x, int | float) else float(p.index),
+                             {n: s.median for n, s in lat.items()},
+                             st["qps_completed"].median, st["goodput_qps"].median,
+                             p.valid_launches == p.launches, group,
+                             {n: s.min for n, s in lat.items()},
+                             {n: s.max for n, s in lat.items()}))
     return out
 
 
@@ -187,24 +197,24 @@ def _charts(kind: str, doc: Any, root: Path) -> list[Chart]:
         return _run_charts(doc)
     if kind == "comparison":
         return comparison.comparison_charts(doc, _comparison_slo(doc))
-    slo = _slo_ns(doc["settings"] if kind == "find-peak" else doc["points"][0]["settings"])
+    slo = _slo_ns(doc.settings if kind == "find-peak" else doc.points[0].settings)
     if kind == "find-peak":
         out = _load_charts(_search_points(doc), slo, "offered load (QPS)", True,
-                           doc["peak_qps"] or None)
-        ends = {"peak" if i == 0 else "lowest failing": q for i, q in enumerate(doc["bracket"])}
+                           doc.peak_qps or None)
+        ends = {"peak" if i == 0 else "lowest failing": q for i, q in enumerate(doc.bracket)}
         chosen = {}
         for label, qps in ends.items():
-            probe = next((p for p in doc["probes"] if p["target_qps"] == qps), None)
+            probe = next((p for p in doc.probes if p.target_qps == qps), None)
             if probe is not None:
-                chosen[f"{label} {qps:g} QPS"] = read_result(root / probe["dir"])
+                chosen[f"{label} {qps:g} QPS"] = read_result(root / probe.dir)
         hists = _hists(chosen)
         peak = next(iter(chosen.items()), None)
     else:
         axis = _sweep_axis(doc)
         out = _load_charts(_sweep_points(doc), slo, axis, axis == "target_qps")
-        step = max(1, -(-len(doc["points"]) // _MAX_SPECTRA))
-        hists = _hists({", ".join(f"{k}={v}" for k, v in p["values"].items()):
-                        read_result(root / p["launch_dirs"][0]) for p in doc["points"][::step]})
+        step = max(1, -(-len(doc.points) // _MAX_SPECTRA))
+        hists = _hists({", ".join(f"{k}={v}" for k, v in p.values.items()):
+                        read_result(root / p.launch_dirs[0]) for p in doc.points[::step]})
         peak = None
     if hists:
         out.append(charts.spectrum_chart(hists, slo))
@@ -265,9 +275,9 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
         return "".join(parts), ""
     if kind == "find-peak":
         rows = tables.search_rows(doc)
-        head = {"peak_qps": doc["peak_qps"], "bracket": doc["bracket"],
-                "confidence": doc["confidence"], "status": doc["status"],
-                "probes": len(doc["probes"]), "elapsed_s": doc["elapsed_s"]}
+        head = {"peak_qps": doc.peak_qps, "bracket": list(doc.bracket),
+                "confidence": doc.confidence, "status": doc.status,
+                "probes": len(doc.probes), "elapsed_s": doc.elapsed_s}
         return _glance(peak_table(doc)) + _table([head], list(head)), "<h2>Probes</h2>" + \
             _table(rows, [c for c in rows[0] if c != "dir"] if rows else [])
     rows = tables.sweep_rows(doc)
@@ -289,7 +299,7 @@ def _headline(kind: str, doc: Any) -> list[str]:
         return [peak_headline(doc)]
     if kind == "comparison":
         return [comparison.comparison_headline(doc), f"A: {doc['a']}", f"B: {doc['b']}"]
-    return [noisy_flag(p) + point_headline(p) for p in doc["points"]]
+    return [noisy_flag(p) + point_headline(p) for p in doc.points]
 
 
 def _plotly_js() -> str:
@@ -306,7 +316,7 @@ def _verdict(kind: str, doc: Any) -> str:
     if kind == "run":
         word = "VALID" if doc.valid else "INVALID"
     elif kind == "find-peak":
-        word = "VALID" if doc["peak_qps"] else "INVALID"
+        word = "VALID" if doc.peak_qps else "INVALID"
     else:
         return ""
     return f'<span class="verdict {word}">{word}</span> '
@@ -316,7 +326,7 @@ def _pareto(kind: str, doc: Any, root: Path) -> list[Chart]:
     """A token sweep's or find-peak's Pareto chart, its points written to pareto.csv."""
     if kind not in ("sweep", "find-peak"):
         return []
-    rows = pareto_rows(kind, doc, root)
+    rows = pareto_rows(doc, root)
     if not rows:
         return []
     tables.write_csv(root / PARETO_FILE, rows)

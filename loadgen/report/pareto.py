@@ -17,7 +17,9 @@ from typing import Any
 
 from loadgen.errors import ResultError
 from loadgen.report.charts import Chart, axes_layout
+from loadgen.report.peakdoc import PeakDocument
 from loadgen.report.result import RESULT_FILE, read_result
+from loadgen.report.sweepdoc import SweepDocument
 
 __all__ = ["PARETO_COLUMNS", "PARETO_FILE", "pareto_chart", "pareto_rows"]
 
@@ -63,18 +65,16 @@ def _mark_frontier(rows: list[dict[str, Any]]) -> None:
             != (r["tokens_per_s_per_user"], r[y]) for o in valid)
 
 
-def pareto_rows(kind: str, doc: Mapping[str, Any], root: Path) -> list[dict[str, Any]]:
+def pareto_rows(doc: SweepDocument | PeakDocument, root: Path) -> list[dict[str, Any]]:
     """The chart's points (`PARETO_COLUMNS`) of a sweep or find-peak; none without tokens."""
     rows: list[dict[str, Any] | None] = []
-    if kind == "sweep":
-        for p in doc["points"]:
-            label = ", ".join(f"{k}={v}" for k, v in p["values"].items())
-            launches = p["stats"]["headline"]["n"]
-            rows.append(_row(label, [root / d for d in p["launch_dirs"]],
-                             p["valid_launches"] == launches))
-    elif kind == "find-peak":
-        rows += [_row(f"{p['target_qps']:g} QPS", [root / p["dir"]], bool(p["valid"]))
-                 for p in doc["probes"]]
+    if isinstance(doc, SweepDocument):
+        for p in doc.points:
+            label = ", ".join(f"{k}={v}" for k, v in p.values.items())
+            rows.append(_row(label, [root / d for d in p.launch_dirs],
+                             p.valid_launches == p.launches))
+    else:
+        rows += [_row(f"{p.target_qps:g} QPS", [root / p.dir], p.valid) for p in doc.probes]
     kept = [r for r in rows if r is not None]
     _mark_frontier(kept)
     return kept
