@@ -115,15 +115,16 @@ def test_a_node_removed_mid_run_invalidates_the_run_and_keeps_the_survivor(clust
     r = run_test(plan, "null", tmp_path, progress=remove_once, engine=RayEngine("auto"))
     assert time.monotonic() - started < 120
     assert not r.valid and ReasonCode.WORKER_LOST in r.verdict.codes
-    lost, = r.distributed["lost"]
-    gone = next(w for w in r.distributed["workers"] if w["status"] == "lost")
-    kept = next(w for w in r.distributed["workers"] if w["status"] == "done")
-    assert gone["node"] == doomed.node_id and lost["index"] == gone["index"]
+    assert r.distributed is not None
+    lost, = r.distributed.lost
+    gone = next(w for w in r.distributed.workers if w.status == "lost")
+    kept = next(w for w in r.distributed.workers if w.status == "done")
+    assert gone.node == doomed.node_id and lost.index == gone.index
     text = next(x.text for x in r.verdict.reasons if x.code is ReasonCode.WORKER_LOST)
-    assert text.startswith(f"Ray worker {gone['index']} on host {lost['host']} was lost")
-    assert 0 < lost["issued"] < lost["planned"] == share_size(plan, gone["index"], 2)
-    survivor = next(w for w in r.workers["per_worker"] if w["index"] == kept["index"])
-    assert survivor["issued"] == share_size(plan, kept["index"], 2)  # finished its share
-    partial = next(w for w in r.workers["per_worker"] if w["index"] == gone["index"])
+    assert text.startswith(f"Ray worker {gone.index} on host {lost.host} was lost")
+    assert 0 < lost.issued < lost.planned == share_size(plan, gone.index, 2)
+    survivor = next(w for w in r.workers["per_worker"] if w["index"] == kept.index)
+    assert survivor["issued"] == share_size(plan, kept.index, 2)  # finished its share
+    partial = next(w for w in r.workers["per_worker"] if w["index"] == gone.index)
     assert partial["queries"] > 0  # the lost worker's reports up to its last are merged
     assert r.stats.queries == survivor["queries"] + partial["queries"] and r.stats.errors == 0
