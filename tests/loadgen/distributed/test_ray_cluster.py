@@ -95,10 +95,10 @@ def test_workers_spread_over_nodes_and_their_sends_match_the_plan(cluster, tmp_p
     assert placed == {n.node_id for n in nodes}  # one worker on each node, none on the head
     assert r.stats.errors == 0 and not d.lost
     assert not {ReasonCode.CLOCK_SKEW, ReasonCode.WORKER_LOST} & set(r.verdict.codes)
-    planned = read_schedule(tmp_path / "schedule.bin").offsets_ns + d["start_ns"]
+    planned = read_schedule(tmp_path / "schedule.bin").offsets_ns + d.start_ns
     assert arrivals.size == planned.size  # every planned query arrived, once
     early = planned - arrivals  # > 0: arrived before it was due on the driver's clock
-    assert early.max() <= d["skew_bound_ns"]  # none earlier than the skew bound allows
+    assert early.max() <= d.skew_bound_ns  # none earlier than the skew bound allows
     assert np.median(arrivals - planned) < 20_000_000  # and they follow the plan
 
 
