@@ -19,6 +19,7 @@ from loadgen.judge import early_stopping
 from loadgen.judge.adjusted import adjusted_percentiles, error_adjusted
 from loadgen.judge.summaries import LatencySummary
 from loadgen.plan.plan import RunPlan
+from loadgen.plan.tokenizers.load import describe_tokenizer
 from loadgen.record.histograms import encode, percentile_ns, summary_ns
 from loadgen.record.tokens import TokenTally
 
@@ -151,6 +152,9 @@ class TokenCounts:
     discrepancy: CountCheck  # client count vs the server's usage
     cache: CacheFigures = dataclasses.field(default_factory=lambda: cache_block({}))
     reasoning: Reasoning | None = None  # None: a result written before it was kept
+    tokenizer: dict[str, str] | None = None
+    """Which tokenizer counted the client's token counts (`describe_tokenizer`: `name`,
+    `kind`); None in an older result."""
 
     def as_dict(self) -> dict[str, Any]:
         """result.json's `tokens` (`reasoning` {} when not kept)."""
@@ -180,7 +184,8 @@ class TokenCounts:
                 doc.get("output_per_s_per_request", {})),
             discrepancy=CountCheck(**doc["discrepancy"]),
             cache=CacheFigures.from_dict(doc["cache"]) if "cache" in doc else cache_block({}),
-            reasoning=Reasoning(**reasoning) if reasoning else None)
+            reasoning=Reasoning(**reasoning) if reasoning else None,
+            tokenizer=doc.get("tokenizer"))
 
 
 _COUNTS = ("requests", "finish_other", "failed", "partial", "no_output", "input_total",
@@ -324,9 +329,10 @@ def _failed_for(key: str, c: dict[str, int], unfinished: int) -> int | None:
 
 
 def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float,
-                     unfinished: int = 0) -> TokenStats:
+                     unfinished: int = 0, tokenizer: str | None = None) -> TokenStats:
     """Reduce a token tally to the figures of record (`unfinished`: queries still running
-    at the end, counted in the error-adjusted tails)."""
+    at the end, counted in the error-adjusted tails; `tokenizer`: the one that counted,
+    where the SUT named its own, else the plan's)."""
     h, c = t.histograms, t.counters
     per_s = (lambda n: n / duration_s) if duration_s > 0 else (lambda n: 0.0)
     percentiles = adjusted_percentiles(plan.settings.target_latency_percentile)
@@ -354,7 +360,8 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float,
                                c["abs_diff_total"], c["abs_diff_total"] / c["server_total"]
                                if c["server_total"] else 0.0),
         cache=cache_block(c, plan.cache_hit_requested),
-        reasoning=Reasoning(c["reasoning_total"], c["reasoning_known"]))
+        reasoning=Reasoning(c["reasoning_total"], c["reasoning_known"]),
+        tokenizer=describe_tokenizer(tokenizer or plan.settings.tokenizer))
     attempted = c["streams"] + c["failed"]
     goodput = Goodput(plan.goodput_slos.as_dict(), c["good"], attempted,
                       c["good"] / attempted if attempted else 1.0, per_s(c["good"]),

@@ -81,7 +81,9 @@ def test_query_timeout_functional(wire: Wire) -> None:
     assert set(result["errors_by_kind"]) == {"timeout"} and result["unfinished"] == 0
     messages = result["errors_detail"]["timeout"]["messages"]
     assert messages and all(m.startswith(wire.timeout_says) for m in messages), messages
-    assert result["errors"] >= 10 and result["queries"] >= 200  # min_query_count: the run waits
+    # min_query_count counts every query that ended, timed out or not; on a busy host the
+    # 100 ms timeout also catches answers that were merely late, so only the sum is fixed
+    assert result["errors"] >= 10 and result["queries"] + result["errors"] >= 200
 
 
 @BY_WIRE
