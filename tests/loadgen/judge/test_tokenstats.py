@@ -31,7 +31,9 @@ def test_the_token_keys_round_trip_byte_for_byte():
     doc = _doc()
     ts = TokenStats.from_dict(doc)
     assert ts is not None
-    assert json.dumps(ts.as_dict()) == json.dumps({k: doc[k] for k in TOKEN_KEYS})
+    written = ts.as_dict()
+    assert written["tokens"].pop("tokenizer") is None  # merged after the fixture: None for it
+    assert json.dumps(written) == json.dumps({k: doc[k] for k in TOKEN_KEYS})
 
 
 def test_the_blocks_are_typed_records_read_by_attribute():
