@@ -314,7 +314,7 @@ def server_peak(spec: str, slo_ms: float, budget_s: float, out: Path) -> dict:
         "preset='dev'", f"target_latency_ms={slo_ms}", "min_duration_s=3",
         "min_query_count=2000", "warmup_s=0.5", "max_issue_lag_ms=5"])
     cfg = SearchConfig(start_qps=250, repeats=1, min_queries=2000, tolerance=0.05)
-    return find_peak(settings, spec, out, cfg, budget_s=budget_s)
+    return find_peak(settings, spec, out, cfg, budget_s=budget_s).as_dict()
 
 
 def main() -> None:

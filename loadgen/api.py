@@ -34,6 +34,7 @@ from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import describe_schedule, save_schedule
 from loadgen.plan.settings import TestSettings
 from loadgen.plan.tracefile import SCHEDULE_FILE
+from loadgen.record.distributed import Distributed
 from loadgen.record.memory import in_process_memory, remote_memory
 from loadgen.record.progress import Progress
 from loadgen.record.provenance import probe_endpoint
@@ -52,7 +53,7 @@ before the first query, `stop(result)` after the run (None if it failed)."""
 
 def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
           workers: dict[str, object] | None = None,
-          distributed: dict[str, Any] | None = None,
+          distributed: Distributed | None = None,
           server: ScrapeTrace | str | None = None,
           memory: dict[str, Any] | None = None,
           endpoint: dict[str, Any] | None = None) -> RunResult:
@@ -112,7 +113,7 @@ def _energy(plan: RunPlan, outcome: SessionOutcome, stats: RunStats) -> EnergyFi
     return energy_figures(outcome.energy, start, end, queries=stats.queries,
                           samples=stats.samples, qps=stats.qps_completed,
                           samples_per_s=stats.samples_per_s,
-                          output_tokens=output_tokens_of(stats.as_dict()))
+                          output_tokens=output_tokens_of(stats.token_stats))
 
 
 async def run_async(settings: TestSettings, sut: SystemUnderTest,

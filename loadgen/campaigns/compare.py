@@ -247,7 +247,7 @@ def token_metric_values(result: RunResult) -> dict[str, float]:
     ts = result.stats.token_stats
     if ts is None:
         return {}
-    out = {name: float(ts.latencies[key].summary[f"p{round(q * 100)}"])
+    out = {name: float(ts.latencies[key].summary.quantile(q))
            for name, (key, q) in _TOKEN_PERCENTILES.items()}
     out |= {name: float(get(ts)) for name, get in _TOKEN_RATES.items()}
     out["attainment"] = ts.goodput.attainment

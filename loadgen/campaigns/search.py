@@ -58,8 +58,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ from loadgen.judge import early_stopping
 from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, TestSettings, issue_mode
+from loadgen.report.peakdoc import PeakDocument, PeakGoal, PeakSlo, Probe, TokenProbe
 from loadgen.report.result import RunResult
 from loadgen.report.rows import run_row
 
@@ -281,37 +282,35 @@ def harness_limited(result: RunResult) -> bool:
 
 
 def probe_record(result: RunResult, index: int, trial: int, run_dir: str,
-                 wall_s: float) -> dict[str, Any]:
+                 wall_s: float) -> Probe:
     """A probe's line in the journal and peak.json: rate, verdict, figures."""
     s, r = result.settings, result.stats
     at_p, slo_ns = r.target_latency_at_ns, r.early_stopping.target_latency_ns
-    token = {} if r.token_stats is None else {
-        "goodput": r.token_stats.goodput.as_dict(),
-        "ttft_p99_ns": r.token_stats.latencies["ttft_ns"].summary["p99"],
-        "tpot_p99_ns": r.token_stats.latencies["tpot_ns"].summary["p99"]}
-    return token | {
-        "index": index, "target_qps": round_rate(s.target_qps), "trial": trial,
-        "dir": run_dir, "valid": result.valid, "reasons": [x.text for x in result.verdict.reasons],
-        "reason_codes": [str(code) for code in result.verdict.codes],
-        "harness_limited": harness_limited(result),
-        "slo_ratio": at_p / slo_ns if slo_ns and at_p else _token_ratio(result),
-        "latency_at_slo_percentile_ns": int(at_p),
-        "qps_scheduled": r.qps_scheduled, "qps_completed": r.qps_completed,
-        "goodput_qps": r.goodput_qps, "queries": r.queries,
-        "overlatency": r.overlatency, "errors": r.errors,
-        "duration_s": r.duration_s, "wall_s": round(wall_s, 3),
-        "schedule_rng_seed": s.schedule_rng_seed,
-        "latency_ns": r.query_latency_ns.as_dict(), "early_stopping": r.early_stopping.as_dict(),
-        "row": run_row(result),
-    }
+    ts = r.token_stats
+    token = None if ts is None else TokenProbe(ts.goodput, ts.latencies["ttft_ns"].summary.p99,
+                                               ts.latencies["tpot_ns"].summary.p99)
+    return Probe(
+        index=index, target_qps=round_rate(s.target_qps), trial=trial,
+        dir=run_dir, valid=result.valid, reasons=tuple(x.text for x in result.verdict.reasons),
+        reason_codes=tuple(str(code) for code in result.verdict.codes),
+        harness_limited=harness_limited(result),
+        slo_ratio=at_p / slo_ns if slo_ns and at_p else _token_ratio(result),
+        latency_at_slo_percentile_ns=int(at_p),
+        qps_scheduled=r.qps_scheduled, qps_completed=r.qps_completed,
+        goodput_qps=r.goodput_qps, queries=r.queries,
+        overlatency=r.overlatency, errors=r.errors,
+        duration_s=r.duration_s, wall_s=round(wall_s, 3),
+        schedule_rng_seed=s.schedule_rng_seed,
+        latency_ns=r.query_latency_ns, early_stopping=r.early_stopping,
+        row=run_row(result), token=token)
 
 
-def _trial(probe: Mapping[str, Any]) -> Trial:
-    return Trial(float(probe["target_qps"]), bool(probe.get("passed", probe["valid"])),
-                 probe.get("slo_ratio"), bool(probe["harness_limited"]))
+def _trial(probe: Probe) -> Trial:
+    return Trial(float(probe.target_qps), probe.outcome, probe.slo_ratio,
+                 probe.harness_limited)
 
 
-def _read_journal(path: Path, header: dict[str, Any]) -> list[dict[str, Any]]:
+def _read_journal(path: Path, header: dict[str, Any]) -> list[Probe]:
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(header) + "\n")
@@ -320,12 +319,12 @@ def _read_journal(path: Path, header: dict[str, Any]) -> list[dict[str, Any]]:
     if not lines or {k: lines[0].get(k) for k in header} != header:
         raise ResultError(f"{path}: written for other settings, SUT, min_queries or engine "
                           "(local processes or Ray); use another output directory")
-    return lines[1:]
+    return [Probe.from_dict(line) for line in lines[1:]]
 
 
 def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfig,
               budget_s: float | None = None, runner: Launcher = launch,
-              log: Callable[[str], None] | None = None) -> dict[str, Any]:
+              log: Callable[[str], None] | None = None) -> PeakDocument:
     """Search, write DIR/peak.json and DIR/probes.csv, and return the peak document."""
     from loadgen.report import headline, tables
 
@@ -342,7 +341,7 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
         header["goal"] = {"goal": cfg.goal, "min_attainment": cfg.min_attainment}
     journal = out_dir / "journal.jsonl"
     probes = _read_journal(journal, header)
-    prior_s = sum(float(p["wall_s"]) for p in probes)
+    prior_s = sum(p.wall_s for p in probes)
     while not (step := next_step([_trial(p) for p in probes], cfg)).done:
         qps = step.next_qps
         assert qps is not None
@@ -352,41 +351,39 @@ def find_peak(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfi
             break
         probe = _probe(settings, spec, out_dir, cfg, qps, probes, runner)
         with journal.open("a") as f:
-            f.write(json.dumps(probe) + "\n")
+            f.write(json.dumps(probe.as_dict()) + "\n")
         probes.append(probe)
         if log:
-            outcome = "harness-limited" if probe["harness_limited"] else (
-                "passed" if _trial(probe).passed else "failed")
-            ratio = f", p/SLO {probe['slo_ratio']:.3f}" if probe["slo_ratio"] else ""
-            log(f"probe {probe['index']} ({step.status}): {qps:g} QPS "
-                f"trial {probe['trial']} {outcome}{ratio}")
+            outcome = "harness-limited" if probe.harness_limited else (
+                "passed" if probe.outcome else "failed")
+            ratio = f", p/SLO {probe.slo_ratio:.3f}" if probe.slo_ratio else ""
+            log(f"probe {probe.index} ({step.status}): {qps:g} QPS "
+                f"trial {probe.trial} {outcome}{ratio}")
     b = step.bracket
-    doc: dict[str, Any] = {
-        "kind": "find-peak", "schema_version": 1, "status": step.status,
-        "peak_qps": b.low or 0.0, "bracket": [b.low, b.high], "confidence": confidence(b),
-        "confidence_basis": "1 - 0.5**trials_at_low - 0.5**failures_at_high",
-        "trials_at_low": b.low_trials, "failures_at_high": b.high_failures,
-        "harness_high": b.harness_high,
-        "slo": {"percentile": settings.target_latency_percentile,
-                "target_latency_ms": settings.target_latency_ms},
-        "goal": {"goal": cfg.goal, "min_attainment": cfg.min_attainment}
-        if cfg.goal != "valid" else {"goal": "valid"},
-        "scenario": str(settings.scenario), "sut": spec,
-        "sut_description": probes[-1]["sut_description"] if probes else None,
-        "settings": header["settings"], "config": dataclasses.asdict(cfg),
-        "probes": [{k: v for k, v in p.items() if k != "sut_description"} for p in probes],
-        "elapsed_s": round(prior_s + time.perf_counter() - began, 3),
-    }
-    doc["headline"] = headline.peak_headline(doc)
-    tables.write_json(out_dir / "peak.json", doc)
+    doc = PeakDocument(
+        status=step.status, peak_qps=b.low or 0.0, bracket=(b.low, b.high),
+        confidence=confidence(b),
+        confidence_basis="1 - 0.5**trials_at_low - 0.5**failures_at_high",
+        trials_at_low=b.low_trials, failures_at_high=b.high_failures,
+        harness_high=b.harness_high,
+        slo=PeakSlo(settings.target_latency_percentile, settings.target_latency_ms),
+        goal=PeakGoal(cfg.goal, cfg.min_attainment) if cfg.goal != "valid"
+        else PeakGoal("valid"),
+        scenario=str(settings.scenario), sut=spec,
+        sut_description=probes[-1].sut_description if probes else None,
+        settings=header["settings"], config=dataclasses.asdict(cfg),
+        probes=tuple(replace(p, sut_description=None) for p in probes),
+        elapsed_s=round(prior_s + time.perf_counter() - began, 3))
+    doc = replace(doc, headline=headline.peak_headline(doc))
+    tables.write_json(out_dir / "peak.json", doc.as_dict())
     tables.write_csv(out_dir / "probes.csv", tables.search_rows(doc))
     return doc
 
 
 def _probe_settings(settings: TestSettings, cfg: SearchConfig, qps: float,
-                    probes: Sequence[Mapping[str, Any]]) -> TestSettings:
+                    probes: Sequence[Probe]) -> TestSettings:
     """Trial k at `qps`: at least min_queries, schedule seed shifted by k."""
-    trial = sum(p["target_qps"] == qps for p in probes)
+    trial = sum(p.target_qps == qps for p in probes)
     return vary(settings, {
         "target_qps": qps,
         "min_query_count": max(settings.min_query_count, cfg.min_queries),
@@ -394,18 +391,18 @@ def _probe_settings(settings: TestSettings, cfg: SearchConfig, qps: float,
 
 
 def _probe_estimate_s(settings: TestSettings, cfg: SearchConfig, qps: float,
-                      probes: Sequence[Mapping[str, Any]]) -> float:
+                      probes: Sequence[Probe]) -> float:
     """How long the next probe should take: its plan's length (the first probe has no
     other guide), or the probes so far, whichever is longer."""
     planned = RunPlan.of(_probe_settings(settings, cfg, qps, probes)).expected_s or 0.0
-    mean_wall = sum(float(p["wall_s"]) for p in probes) / len(probes) if probes else 0.0
+    mean_wall = sum(p.wall_s for p in probes) / len(probes) if probes else 0.0
     return max(planned, mean_wall)
 
 
 def _probe(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfig, qps: float,
-           probes: Sequence[Mapping[str, Any]], runner: Launcher) -> dict[str, Any]:
+           probes: Sequence[Probe], runner: Launcher) -> Probe:
     """Run (or reuse) trial k at `qps`: at least min_queries, schedule seed shifted by k."""
-    trial = sum(p["target_qps"] == qps for p in probes)
+    trial = sum(p.target_qps == qps for p in probes)
     probe_settings = _probe_settings(settings, cfg, qps, probes)
     run_dir = f"probes/{len(probes):03d}-{qps:g}qps"
     started = time.perf_counter()
@@ -413,6 +410,6 @@ def _probe(settings: TestSettings, spec: str, out_dir: Path, cfg: SearchConfig, 
     wall = result.stats.duration_s if reused else time.perf_counter() - started
     probe = probe_record(result, len(probes), trial, run_dir, wall)
     if cfg.goal == "attainment":  # bisect: latency headroom says little about attainment
-        probe |= {"passed": goodput_probe_passes(result, cfg.min_attainment), "slo_ratio": None}
-    probe["sut_description"] = result.sut
-    return probe
+        probe = replace(probe, passed=goodput_probe_passes(result, cfg.min_attainment),
+                        slo_ratio=None)
+    return replace(probe, sut_description=result.sut)

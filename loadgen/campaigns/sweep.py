@@ -31,7 +31,7 @@ import re
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,12 @@ from loadgen.errors import ResultError, SettingsError, SutSpecError
 from loadgen.plan.settings import TestSettings, parse_overrides
 from loadgen.report.result import RunResult
 from loadgen.report.rows import point_row, run_row
+from loadgen.report.sweepdoc import MetricSpread, SweepDocument, SweepPoint
 
 __all__ = [
     "METRICS",
     "NOISY_CV",
+    "Aggregate",
     "Axis",
     "aggregate",
     "metric_values",
@@ -164,25 +166,38 @@ def metric_values(result: RunResult) -> dict[str, float]:
     return {name: get(result) for name, get in METRICS.items()}
 
 
-def spread(values: Sequence[float]) -> dict[str, float | int | None]:
+def spread(values: Sequence[float]) -> MetricSpread:
     """Median, min, max, CV (sample std / mean; None with one value) and n."""
     n = len(values)
     mean = statistics.fmean(values)
     cv: float | None = None
     if n > 1:
         cv = statistics.stdev(values) / abs(mean) if mean else 0.0
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "cv": cv, "n": n}
+    return MetricSpread(statistics.median(values), min(values), max(values), cv, n)
 
 
-def aggregate(results: Sequence[RunResult]) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """A point's launches summed up: each metric's spread, the noisy ones, how many VALID."""
+
+    stats: dict[str, MetricSpread]
+    noisy_metrics: tuple[str, ...]
+    valid_launches: int
+    duration_s: float  # median over launches
+
+    @property
+    def noisy(self) -> bool:
+        """Whether any metric's CV exceeds `NOISY_CV`."""
+        return bool(self.noisy_metrics)
+
+
+def aggregate(results: Sequence[RunResult]) -> Aggregate:
     """Median and spread of every metric over launches, plus the noisy flag."""
     per_launch = [metric_values(r) for r in results]
     stats = {name: spread([v[name] for v in per_launch]) for name in METRICS}
-    noisy = [name for name, s in stats.items() if s["cv"] is not None and s["cv"] > NOISY_CV]
-    return {"stats": stats, "noisy": bool(noisy), "noisy_metrics": noisy,
-            "valid_launches": sum(r.valid for r in results),
-            "duration_s": statistics.median(r.stats.duration_s for r in results)}
+    noisy = tuple(name for name, s in stats.items() if s.cv is not None and s.cv > NOISY_CV)
+    return Aggregate(stats, noisy, sum(r.valid for r in results),
+                     statistics.median(r.stats.duration_s for r in results))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +209,7 @@ class _Point:
 
 
 def _run_point(index: int, p: _Point, launches: int, out_dir: Path, runner: Launcher,
-               log: Callable[[str], None] | None, retune: Retuner) -> dict[str, Any]:
+               log: Callable[[str], None] | None, retune: Retuner) -> SweepPoint:
     """Run one grid point's launches (retuning the server first); its sweep entry."""
     in_force = retune(p.spec, p.knobs) if p.knobs else {}
     point_dir = Path("points") / _dir_name(index, p.values)
@@ -208,13 +223,14 @@ def _run_point(index: int, p: _Point, launches: int, out_dir: Path, runner: Laun
         if log:
             log(f"point {index} {p.values} launch {k}: {'reused' if reused else 'ran'}, "
                 f"{'VALID' if result.valid else 'INVALID'}")
-    entry = {"index": index, "values": p.values, "sut": p.spec, "dir": str(point_dir),
-             "launch_dirs": dirs, "settings": plain(p.settings.as_dict()),
-             "sut_description": results[0].sut, "row": point_row([run_row(r) for r in results]),
-             **aggregate(results)}
-    if in_force:
-        entry["batcher"] = in_force
-    return entry
+    agg = aggregate(results)
+    return SweepPoint(index=index, values=p.values, sut=p.spec, dir=str(point_dir),
+                      launch_dirs=tuple(dirs), settings=plain(p.settings.as_dict()),
+                      sut_description=results[0].sut,
+                      row=point_row([run_row(r) for r in results]), stats=agg.stats,
+                      noisy=agg.noisy, noisy_metrics=agg.noisy_metrics,
+                      valid_launches=agg.valid_launches, duration_s=agg.duration_s,
+                      batcher=in_force or None)
 
 
 def _dir_name(index: int, values: Mapping[str, Any]) -> str:
@@ -273,7 +289,7 @@ def _remote_knobs(spec: str, axes: Sequence[Axis], retune: Retuner) -> dict[str,
 def run_sweep(settings: TestSettings, spec: str, axes: Sequence[Axis], launches: int,
               out_dir: Path, runner: Launcher = launch,
               log: Callable[[str], None] | None = None,
-              retune: Retuner = _remote_batcher) -> dict[str, Any]:
+              retune: Retuner = _remote_batcher) -> SweepDocument:
     """Run every grid point `launches` times; write and return the sweep document.
 
     With batcher axes, `retune` sets each point's knobs on the server before its
@@ -293,14 +309,13 @@ def run_sweep(settings: TestSettings, spec: str, axes: Sequence[Axis], launches:
     finally:
         if before:
             retune(spec, before)
-    for entry in points:
-        entry["headline"] = headline.point_headline(entry)
+    points = [replace(p, headline=headline.point_headline(p)) for p in points]
     if not points:
         raise ResultError("the grid has no points")
-    doc = {"kind": "sweep", "schema_version": 1, "sut": spec, "scenario": str(settings.scenario),
-           "grid": {a.key: list(a.values) for a in axes}, "launches": launches,
-           "noisy_cv": NOISY_CV, "metrics": list(METRICS), "points": points,
-           "elapsed_s": round(time.perf_counter() - began, 3)}
-    tables.write_json(out_dir / "sweep.json", doc)
+    doc = SweepDocument(sut=spec, scenario=str(settings.scenario),
+                        grid={a.key: list(a.values) for a in axes}, launches=launches,
+                        noisy_cv=NOISY_CV, metrics=tuple(METRICS), points=tuple(points),
+                        elapsed_s=round(time.perf_counter() - began, 3))
+    tables.write_json(out_dir / "sweep.json", doc.as_dict())
     tables.write_csv(out_dir / "sweep.csv", tables.sweep_rows(doc))
     return doc

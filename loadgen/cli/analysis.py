@@ -65,9 +65,9 @@ def _find_peak(args: argparse.Namespace) -> int:
                         log=_log(args))
     report = build_report(args.out)
     print(peak_table(doc), end="")
-    print(doc["headline"])
+    print(doc.headline)
     print(f"wrote {args.out / 'peak.json'}, {args.out / 'probes.csv'} and {report}")
-    return 0 if doc["peak_qps"] else 1
+    return 0 if doc.peak_qps else 1
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -84,9 +84,9 @@ def _sweep(args: argparse.Namespace) -> int:
                         log=_log(args))
     report = build_report(args.out)
     print(sweep_table(doc), end="")
-    for point in doc["points"]:
-        if point["noisy"]:
-            print(f"point {point['index']}: {noisy_flag(point).strip()}")
+    for point in doc.points:
+        if point.noisy:
+            print(f"point {point.index}: {noisy_flag(point).strip()}")
     print(f"conditions: {sweep_conditions(doc)}")
     print(f"wrote {args.out / 'sweep.json'}, {args.out / 'sweep.csv'} and {report}")
     return 0

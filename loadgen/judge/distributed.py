@@ -17,6 +17,7 @@ from typing import Any
 
 from loadgen.judge.verdict import Reason, ReasonCode
 from loadgen.plan.plan import RunPlan
+from loadgen.record.distributed import Distributed
 
 __all__ = ["MAX_DRIVER_CPU_SHARE", "MIN_WORKER_CPU_SHARE", "SILENT_S", "SKEW_WARN_NS",
            "cost_warnings", "distributed_verdict", "skew_limit_ns"]
@@ -33,22 +34,22 @@ def skew_limit_ns(plan: RunPlan) -> int:
     return plan.warmup_ns or plan.window_ns
 
 
-def distributed_verdict(plan: RunPlan, block: dict[str, Any]) -> tuple[list[Reason], list[str]]:
+def distributed_verdict(plan: RunPlan, block: Distributed) -> tuple[list[Reason], list[str]]:
     """Reasons (INVALID) and warnings from a `distributed` block."""
     reasons, warnings = [], []
     tolerance = plan.max_issue_lag_ns
-    late = [w for w in block.get("workers", ())
-            if w.get("start_slack_ns") is not None and -w["start_slack_ns"] > tolerance]
+    late = [(w, w.start_slack_ns) for w in block.workers
+            if w.start_slack_ns is not None and -w.start_slack_ns > tolerance]
     if late:
-        who = "; ".join(f"worker {w['index']} on host {w['host']} "
-                        f"{-w['start_slack_ns'] / 1e6:.3f} ms late" for w in late)
+        who = "; ".join(f"worker {w.index} on host {w.host} {-slack / 1e6:.3f} ms late"
+                        for w, slack in late)
         reasons.append(Reason(ReasonCode.START_LATE, (
             f"{who} (released after its first scheduled query by more than max_issue_lag_ms "
-            f"{tolerance / 1e6:g}; start margin {block.get('start_margin_ns', 0) / 1e6:.1f} ms, "
-            f"releases took {block.get('release_cost_ns', 0) / 1e6:.3f} ms): its first "
+            f"{tolerance / 1e6:g}; start margin {block.start_margin_ns / 1e6:.1f} ms, "
+            f"releases took {block.release_cost_ns / 1e6:.3f} ms): its first "
             "queries went out overdue; something held the driver or that worker between the "
             "clock pings and the release (a busy host, a slow network)")))
-    skew, limit = int(block["skew_bound_ns"]), skew_limit_ns(plan)
+    skew, limit = block.skew_bound_ns, skew_limit_ns(plan)
     if skew > limit:
         reasons.append(Reason(ReasonCode.CLOCK_SKEW, (
             f"the workers' clock skew bound {skew / 1e6:.3f} ms (the two widest offset errors "
@@ -60,28 +61,27 @@ def distributed_verdict(plan: RunPlan, block: dict[str, Any]) -> tuple[list[Reas
         warnings.append(f"the workers' clock skew bound is {skew / 1e6:.3f} ms (offset errors "
                         "and drift; see distributed.workers): a long round trip "
                         "to a worker or a busy host; keep it under 1 ms for a sharp start")
-    for w in block.get("workers", ()):
-        if w["status"] == "done" and w["longest_silence_s"] > SILENT_S:
-            warnings.append(f"worker {w['index']} on host {w['host']} sent no report for "
-                            f"{w['longest_silence_s']:.1f} s (one is due every 2 s): its host "
+    for w in block.workers:
+        if w.status == "done" and w.longest_silence_s > SILENT_S:
+            warnings.append(f"worker {w.index} on host {w.host} sent no report for "
+                            f"{w.longest_silence_s:.1f} s (one is due every 2 s): its host "
                             "or the network stalled; its figures came in late, check that host")
-    for lost in block.get("lost", ()):
+    for lost in block.lost:
         reasons.append(Reason(ReasonCode.WORKER_LOST, (
-            f"{lost['label']} on host {lost['host']} was lost {lost['lost_at_s']:.1f} s into "
-            f"the run ({lost['why']}); its last report reached scheduled time "
-            f"{lost['last_report_scheduled_s']:.1f} s; {lost['missing']} of its "
-            f"{lost['planned']} queries were never issued (missing), its data up to that "
+            f"{lost.label} on host {lost.host} was lost {lost.lost_at_s:.1f} s into "
+            f"the run ({lost.why}); its last report reached scheduled time "
+            f"{lost.last_report_scheduled_s:.1f} s; {lost.missing} of its "
+            f"{lost.planned} queries were never issued (missing), its data up to that "
             "report is kept; nothing is restarted: find why it stopped (the node's logs, "
             "`ray status`, memory) and run again")))
     return reasons, warnings
 
 
-def _widest(block: dict[str, Any]) -> str:
+def _widest(block: Distributed) -> str:
     """The two workers with the widest clock uncertainty, with their figures."""
-    ranked = sorted(block.get("workers", ()), reverse=True,
-                    key=lambda w: w["offset_error_ns"] + abs(w["drift_ns"]))[:2]
-    return ", ".join(f"worker {w['index']} +-{w['offset_error_ns'] / 1e6:.3f} ms, drift "
-                     f"{w['drift_ns'] / 1e6:.3f} ms" for w in ranked)
+    ranked = sorted(block.workers, reverse=True, key=lambda w: w.uncertainty_ns)[:2]
+    return ", ".join(f"worker {w.index} +-{w.offset_error_ns / 1e6:.3f} ms, drift "
+                     f"{w.drift_ns / 1e6:.3f} ms" for w in ranked)
 
 
 def cost_warnings(workers: dict[str, Any]) -> list[str]:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loadgen.judge.tokenstats import TokenStats
 from loadgen.record.devices import FIELDS, Device, Unmeasured
 from loadgen.record.energy import EnergyTrace
 
@@ -119,11 +120,9 @@ class EnergyFigures:
         )
 
 
-def output_tokens_of(stats: Mapping[str, Any]) -> int | None:
+def output_tokens_of(token_stats: TokenStats | None) -> int | None:
     """The output token count of a token run's figures (`tokens.output_total`), else None."""
-    tokens = stats.get("tokens")
-    value = tokens.get("output_total") if isinstance(tokens, Mapping) else None
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return None if token_stats is None else token_stats.tokens.output_total
 
 
 def _at(t: Floats, y: Floats, x: float) -> float:

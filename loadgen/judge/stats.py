@@ -14,62 +14,18 @@ from typing import Any
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.judge import early_stopping
-from loadgen.judge.adjusted import ADJUSTED_PERCENTILES, adjusted_percentiles, error_adjusted
+from loadgen.judge.adjusted import adjusted_percentiles
 from loadgen.judge.jobstats import JobStats, summarize_jobs
+from loadgen.judge.summaries import LatencySummary
 from loadgen.judge.tokenstats import TokenStats, summarize_tokens
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, Scenario
-from loadgen.record.histograms import decode, encode, percentile_ns, summary_ns
+from loadgen.record.histograms import decode, encode, percentile_ns
 from loadgen.record.tally import Accuracy, Tally
 from loadgen.record.windows import steps_report, timeline_report
 
-_ADJUSTED = "_error_adjusted"
-
 __all__ = ["ComponentSummary", "EarlyStopping", "ErrorDetail", "LatencySummary", "RunStats",
            "measured_window_ns", "summarize"]
-
-
-@dataclass(frozen=True, slots=True)
-class LatencySummary:
-    """Percentiles, mean, extremes and count of one histogram, in ns (zeros when empty)."""
-
-    p50: int = 0
-    p90: int = 0
-    p95: int = 0
-    p99: int = 0
-    p999: int = 0
-    mean: int = 0
-    min: int = 0
-    max: int = 0
-    count: int = 0
-    error_adjusted: dict[str, int | None] | None = None
-    """`p50`, `p90`, `p99` (and the SLO's percentile) with failed and unfinished queries
-    counted as infinite (None) or at the query timeout (`judge.adjusted`); written as
-    `p99_error_adjusted` and so on beside the finished-only ones."""
-
-    @classmethod
-    def of(cls, hist: HdrHistogram, failed: int | None = None,
-           percentiles: tuple[float, ...] = ADJUSTED_PERCENTILES,
-           cap_ns: int | None = None) -> LatencySummary:
-        """The summary of a histogram; with `failed`, its error-adjusted percentiles too."""
-        adjusted = None if failed is None else error_adjusted(hist, failed, percentiles, cap_ns)
-        return cls(**summary_ns(hist), error_adjusted=adjusted)
-
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> LatencySummary:
-        """Read back `as_dict` (keys it does not know are ignored)."""
-        adjusted = {k.removesuffix(_ADJUSTED): v for k, v in doc.items()
-                    if k.endswith(_ADJUSTED)}
-        return cls(**{f.name: int(doc.get(f.name, 0)) for f in dataclasses.fields(cls)
-                      if f.name != "error_adjusted"}, error_adjusted=adjusted or None)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain values, keyed as in result.json."""
-        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                               if f.name != "error_adjusted"}
-        for key, value in (self.error_adjusted or {}).items():
-            out[f"{key}{_ADJUSTED}"] = value
-        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,10 @@
 Pure: (plan, token tally, measured duration) -> TokenStats. `as_dict` gives
 result.json's top-level keys (`ttft_ns`, `ttfo_ns`, `tpot_ns`, `itl_ns`,
 `e2e_ns`, `chunk_gap_ns`, `normalized_latency_ns`, `longest_stall_ns`,
-`tokens`, `goodput`, `token_early_stopping`); `from_dict` reads them back.
-Latencies timed from the schedule carry their `from_send` view beside them.
+`tokens`, `goodput`, `token_early_stopping`, `turns`); `from_dict` reads them back.
+Latencies timed from the schedule carry their `from_send` view beside them. Every block is
+a typed record (`tokens`: `TokenCounts` with `CountCheck`, `CacheFigures`, `Reasoning`;
+`turns`: `TurnFigures`), so readers use attributes.
 """
 
 from __future__ import annotations
@@ -15,17 +17,17 @@ from typing import Any
 
 from loadgen.judge import early_stopping
 from loadgen.judge.adjusted import adjusted_percentiles, error_adjusted
+from loadgen.judge.summaries import LatencySummary
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.tokenizers.load import describe_tokenizer
 from loadgen.record.histograms import encode, percentile_ns, summary_ns
 from loadgen.record.tokens import TokenTally
-from loadgen.record.turns import TURN_METRICS
 
-__all__ = ["HISTOGRAM_KEYS", "Goodput", "TokenCounts", "TokenEarlyStopping", "TokenStats",
+__all__ = ["HISTOGRAM_KEYS", "CacheFigures", "CountCheck", "Goodput", "HitRate", "RateSummary",
+           "Reasoning", "TokenCounts", "TokenEarlyStopping", "TokenStats", "TurnFigures",
            "ViewedSummary", "cache_block", "summarize_tokens"]
 
 HISTOGRAM_KEYS = ("ttft_ns", "tpot_ns", "itl_ns", "e2e_ns")
-_SUMMARY_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "min", "max", "count")
 _ADJUSTED = "_error_adjusted"
 
 
@@ -33,8 +35,8 @@ _ADJUSTED = "_error_adjusted"
 class ViewedSummary:
     """One latency's summary (ns, from the scheduled time) and, where it applies, from the send."""
 
-    summary: dict[str, int]
-    from_send: dict[str, int] | None = None
+    summary: LatencySummary
+    from_send: LatencySummary | None = None
     error_adjusted: dict[str, int | None] | None = None
     """TTFT, TTFO, E2E and TPOT: p50, p90, p99 (and the SLO's percentile) with failed and
     unfinished requests counted as infinite (None) or at the timeout (`judge.adjusted`)."""
@@ -42,11 +44,11 @@ class ViewedSummary:
     def as_dict(self) -> dict[str, Any]:
         """p50 p90 p95 p99 p999 mean min max count, `p99_error_adjusted` and the like where
         computed, plus `from_send` where it applies."""
-        out: dict[str, Any] = dict(self.summary)
+        out: dict[str, Any] = self.summary.as_dict()
         for key, value in (self.error_adjusted or {}).items():
             out[f"{key}{_ADJUSTED}"] = value
         if self.from_send is not None:
-            out["from_send"] = dict(self.from_send)
+            out["from_send"] = self.from_send.as_dict()
         return out
 
     @classmethod
@@ -55,9 +57,79 @@ class ViewedSummary:
         send = doc.get("from_send")
         adjusted = {k.removesuffix(_ADJUSTED): v for k, v in doc.items()
                     if k.endswith(_ADJUSTED)}
-        return cls({k: int(doc.get(k, 0)) for k in _SUMMARY_KEYS},
-                   None if send is None else {k: int(send.get(k, 0)) for k in _SUMMARY_KEYS},
-                   adjusted or None)
+        plain = {k: v for k, v in doc.items() if not k.endswith(_ADJUSTED)}
+        return cls(LatencySummary.from_dict(plain),
+                   None if send is None else LatencySummary.from_dict(send), adjusted or None)
+
+
+@dataclass(frozen=True, slots=True)
+class RateSummary:
+    """Per-request output tokens/s: percentiles, mean, extremes, and how many requests."""
+
+    p50: float = 0.0
+    p90: float = 0.0
+    p95: float = 0.0
+    p99: float = 0.0
+    p999: float = 0.0
+    mean: float = 0.0
+    min: float = 0.0
+    max: float = 0.0
+    count: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> RateSummary:
+        """Read back `as_dict`."""
+        return cls(**{f.name: doc.get(f.name, 0) for f in dataclasses.fields(cls)})
+
+
+@dataclass(frozen=True, slots=True)
+class CountCheck:
+    """The client's token count against the server's usage, over the requests that had both."""
+
+    compared: int
+    client_total: int
+    server_total: int
+    mismatched: int
+    abs_diff_total: int
+    relative: float  # abs_diff_total / server_total (0.0 without server totals)
+
+
+@dataclass(frozen=True, slots=True)
+class HitRate:
+    """Prefix-cache hit rate: the one a workload asked for (None: none), the one achieved
+    (cached / prompt tokens of the requests reporting; None when none reported)."""
+
+    requested: float | None
+    achieved: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheFigures:
+    """Prefix-cache hits from `usage.prompt_tokens_details.cached_tokens`."""
+
+    cached_tokens_total: int
+    requests_reporting: int
+    prompt_tokens_reporting: int
+    hit_rate: HitRate
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> CacheFigures:
+        """Read back `dataclasses.asdict`."""
+        rate = doc["hit_rate"]
+        return cls(doc["cached_tokens_total"], doc["requests_reporting"],
+                   doc["prompt_tokens_reporting"], HitRate(rate["requested"], rate["achieved"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """Reasoning tokens from `usage.completion_tokens_details.reasoning_tokens`."""
+
+    reasoning_tokens_total: int
+    requests_reporting: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,44 +144,59 @@ class TokenCounts:
     input_total: int
     input_known: int  # requests whose input length is known (usage, else the workload's)
     output_total: int
-    input: dict[str, int]  # per-request summary (tokens)
-    output: dict[str, int]
+    input: LatencySummary  # per-request summary (tokens)
+    output: LatencySummary
     input_per_s: float
     output_per_s: float
-    output_per_s_per_request: dict[str, float]  # per-request summary (tokens/s)
-    discrepancy: dict[str, Any]  # client count vs the server's usage
-    cache: dict[str, Any] = dataclasses.field(default_factory=lambda: cache_block({}))
-    """Prefix-cache hits from `usage.prompt_tokens_details.cached_tokens`: `cached_tokens_total`,
-    `requests_reporting`, `prompt_tokens_reporting` and `hit_rate` {`requested` (None until
-    a workload sets one), `achieved` (cached / prompt tokens of the reporting requests; None
-    when none reported)}."""
-    reasoning: dict[str, int] = dataclasses.field(default_factory=dict)
-    """`reasoning_tokens_total` and `requests_reporting` (`completion_tokens_details`)."""
+    output_per_s_per_request: RateSummary  # per-request summary (tokens/s)
+    discrepancy: CountCheck  # client count vs the server's usage
+    cache: CacheFigures = dataclasses.field(default_factory=lambda: cache_block({}))
+    reasoning: Reasoning | None = None  # None: a result written before it was kept
     tokenizer: dict[str, str] | None = None
     """Which tokenizer counted the client's token counts (`describe_tokenizer`: `name`,
     `kind`); None in an older result."""
 
     def as_dict(self) -> dict[str, Any]:
-        """result.json's `tokens`."""
-        return dataclasses.asdict(self)
+        """result.json's `tokens` (`reasoning` {} when not kept)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, LatencySummary | RateSummary):
+                value = value.as_dict()
+            elif f.name == "reasoning" and value is None:
+                value = {}
+            elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+                value = dataclasses.asdict(value)
+            out[f.name] = value
+        return out
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> TokenCounts:
         """Read back `as_dict` (an older result without `cache` or `reasoning` reads as none
         reported)."""
-        defaults: dict[str, Any] = {"cache": cache_block({}), "reasoning": {}, "tokenizer": None}
-        return cls(**{f.name: doc.get(f.name, defaults.get(f.name, 0))
-                      for f in dataclasses.fields(cls)})
+        reasoning = doc.get("reasoning")
+        return cls(
+            **{f.name: doc.get(f.name, 0) for f in dataclasses.fields(cls)
+               if f.name in _COUNTS},
+            input=LatencySummary.from_dict(doc.get("input", {})),
+            output=LatencySummary.from_dict(doc.get("output", {})),
+            output_per_s_per_request=RateSummary.from_dict(
+                doc.get("output_per_s_per_request", {})),
+            discrepancy=CountCheck(**doc["discrepancy"]),
+            cache=CacheFigures.from_dict(doc["cache"]) if "cache" in doc else cache_block({}),
+            reasoning=Reasoning(**reasoning) if reasoning else None,
+            tokenizer=doc.get("tokenizer"))
 
 
-def cache_block(c: dict[str, int], requested: float | None = None) -> dict[str, Any]:
+_COUNTS = ("requests", "finish_other", "failed", "partial", "no_output", "input_total",
+           "input_known", "output_total", "input_per_s", "output_per_s")
+
+
+def cache_block(c: dict[str, int], requested: float | None = None) -> CacheFigures:
     """`tokens.cache` from the token counters (`cached_*`)."""
     known, prompt = c.get("cached_known", 0), c.get("cached_input_total", 0)
-    return {"cached_tokens_total": c.get("cached_total", 0), "requests_reporting": known,
-            "prompt_tokens_reporting": prompt,
-            "hit_rate": {"requested": requested,
-                         "achieved": c.get("cached_total", 0) / prompt if known and prompt
-                         else None}}
+    achieved = c.get("cached_total", 0) / prompt if known and prompt else None
+    return CacheFigures(c.get("cached_total", 0), known, prompt, HitRate(requested, achieved))
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +244,27 @@ class TokenEarlyStopping:
         return cls(**{f.name: doc[f.name] for f in dataclasses.fields(cls)})
 
 
+@dataclass(frozen=True, slots=True)
+class TurnFigures:
+    """One turn index of multi-turn sessions: its finished streams, and TTFT and TPOT, each
+    from its turn's own schedule."""
+
+    count: int
+    ttft_ns: LatencySummary
+    tpot_ns: LatencySummary
+
+    def as_dict(self) -> dict[str, Any]:
+        """result.json's `turns[N]`."""
+        return {"count": self.count, "ttft_ns": self.ttft_ns.as_dict(),
+                "tpot_ns": self.tpot_ns.as_dict()}
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> TurnFigures:
+        """Read back `as_dict`."""
+        return cls(int(doc["count"]), LatencySummary.from_dict(doc["ttft_ns"]),
+                   LatencySummary.from_dict(doc["tpot_ns"]))
+
+
 _LATENCIES = {  # result.json key: (histogram from the schedule, from the send or None)
     "ttft_ns": ("ttft_ns", "ttft_sent_ns"),
     "ttfo_ns": ("ttfo_ns", "ttfo_sent_ns"),
@@ -179,9 +287,8 @@ class TokenStats:
     early_stopping: dict[str, TokenEarlyStopping]  # "ttft", "tpot" where a target is set
     histograms: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
     """`HISTOGRAM_KEYS` as HDR V2 text (from the schedule), for compare and re-reading."""
-    turns: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    """Multi-turn sessions, by turn index ("1", "2", ...): `count` (finished streams of that
-    turn) and the `ttft_ns` and `tpot_ns` summaries, each from its turn's own schedule."""
+    turns: dict[str, TurnFigures] = dataclasses.field(default_factory=dict)
+    """Multi-turn sessions, by turn index ("1", "2", ...)."""
 
     def latency(self, key: str) -> ViewedSummary:
         """One latency by its result.json key (`ttft_ns`, `tpot_ns`, ...)."""
@@ -195,7 +302,7 @@ class TokenStats:
         out["token_early_stopping"] = {k: v.as_dict() for k, v in self.early_stopping.items()}
         out["token_histograms"] = dict(self.histograms)
         if self.turns:
-            out["turns"] = self.turns
+            out["turns"] = {k: v.as_dict() for k, v in self.turns.items()}
         return out
 
     @classmethod
@@ -207,7 +314,8 @@ class TokenStats:
                    TokenCounts.from_dict(doc["tokens"]), Goodput.from_dict(doc["goodput"]),
                    {k: TokenEarlyStopping.from_dict(v)
                     for k, v in doc.get("token_early_stopping", {}).items()},
-                   dict(doc.get("token_histograms", {})), dict(doc.get("turns", {})))
+                   dict(doc.get("token_histograms", {})),
+                   {k: TurnFigures.from_dict(v) for k, v in doc.get("turns", {}).items()})
 
 
 def _failed_for(key: str, c: dict[str, int], unfinished: int) -> int | None:
@@ -234,8 +342,8 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float,
         failed = _failed_for(key, c, unfinished)
         return None if failed is None else error_adjusted(h[main], failed, percentiles, cap)
 
-    latencies = {key: ViewedSummary(summary_ns(h[main]),
-                                    None if send is None else summary_ns(h[send]),
+    latencies = {key: ViewedSummary(LatencySummary.of(h[main]),
+                                    None if send is None else LatencySummary.of(h[send]),
                                     adjusted(key, main))
                  for key, (main, send) in _LATENCIES.items()}
     rate = summary_ns(h["output_mtok_per_s"])
@@ -243,26 +351,25 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float,
     counts = TokenCounts(
         requests=c["streams"], finish_other=c["finish_other"], failed=c["failed"], partial=c["partial"],
         no_output=c["no_output"], input_total=c["input_total"], input_known=c["input_known"],
-        output_total=c["output_total"], input=summary_ns(h["input_tokens"]),
-        output=summary_ns(h["output_tokens"]), input_per_s=per_s(c["input_total"]),
+        output_total=c["output_total"], input=LatencySummary.of(h["input_tokens"]),
+        output=LatencySummary.of(h["output_tokens"]), input_per_s=per_s(c["input_total"]),
         output_per_s=per_s(c["output_total"]),
-        output_per_s_per_request={k: v if k == "count" else v / 1000 for k, v in rate.items()},
-        discrepancy={"compared": compared, "client_total": c["client_total"],
-                     "server_total": c["server_total"], "mismatched": c["mismatched"],
-                     "abs_diff_total": c["abs_diff_total"],
-                     "relative": c["abs_diff_total"] / c["server_total"]
-                     if c["server_total"] else 0.0},
+        output_per_s_per_request=RateSummary(**{k: v / 1000 for k, v in rate.items()
+                                                if k != "count"}, count=rate["count"]),
+        discrepancy=CountCheck(compared, c["client_total"], c["server_total"], c["mismatched"],
+                               c["abs_diff_total"], c["abs_diff_total"] / c["server_total"]
+                               if c["server_total"] else 0.0),
         cache=cache_block(c, plan.cache_hit_requested),
-        reasoning={"reasoning_tokens_total": c["reasoning_total"],
-                   "requests_reporting": c["reasoning_known"]},
+        reasoning=Reasoning(c["reasoning_total"], c["reasoning_known"]),
         tokenizer=describe_tokenizer(tokenizer or plan.settings.tokenizer))
     attempted = c["streams"] + c["failed"]
     goodput = Goodput(plan.goodput_slos.as_dict(), c["good"], attempted,
                       c["good"] / attempted if attempted else 1.0, per_s(c["good"]),
                       per_s(c["good_tokens"]))
     blobs = {k: encode(h[k]) for k in HISTOGRAM_KEYS if h[k].total_count}
-    turns = {str(turn): {"count": int(hists["ttft_ns"].total_count),
-                         **{k: summary_ns(hists[k]) for k in TURN_METRICS}}
+    turns = {str(turn): TurnFigures(int(hists["ttft_ns"].total_count),
+                                    LatencySummary.of(hists["ttft_ns"]),
+                                    LatencySummary.of(hists["tpot_ns"]))
              for turn, hists in sorted(t.turns.items())}
     return TokenStats(latencies, counts, goodput, _early_stopping(plan, t), blobs, turns)
 

@@ -277,7 +277,7 @@ def cache_hit_rate(p: RunPlan, r: RunStats) -> Reason | None:
     if not s.prefix_cache_hit_rate or p.issue_mode is IssueMode.ACCURACY:
         return None
     ts = r.token_stats
-    achieved = None if ts is None else ts.tokens.cache["hit_rate"]["achieved"]
+    achieved = None if ts is None else ts.tokens.cache.hit_rate.achieved
     if achieved is None:
         return Reason(ReasonCode.CACHE_HIT_RATE, "prefix_cache_hit_rate: the server reported no "
                                                  "usage.prompt_tokens_details.cached_tokens; use "

@@ -14,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen.plan.units import format_duration
+from loadgen.report.peakdoc import PeakDocument
 from loadgen.report.result import RunResult
+from loadgen.report.sweepdoc import SweepPoint
 
 __all__ = ["conditions", "noisy_flag", "peak_headline", "point_headline", "run_headline",
            "slo_phrase", "sut_phrase", "value_phrase"]
@@ -104,55 +106,53 @@ def run_headline(result: RunResult) -> str:
     return _sentence(value, slo_phrase(settings) if scenario == "Server" else "", parts)
 
 
-def point_headline(point: Mapping[str, Any]) -> str:
+def point_headline(point: SweepPoint) -> str:
     """A sweep point: the median headline over launches with its min-max spread."""
-    settings = point["settings"]
+    settings = point.settings
     scenario = str(settings["scenario"])
-    stats = point["stats"]["headline"]
+    stats = point.stats["headline"]
     name = {"Server": "scheduled_qps", "Offline": "samples_per_s"}.get(
         scenario, "p90_latency_ns" if scenario == "SingleStream" else "p99_latency_ns")
-    value = value_phrase(scenario, name, float(stats["median"]))
-    parts = conditions(scenario, settings, point["sut_description"],
-                       float(point["duration_s"]), int(stats["n"]))
-    if stats["n"] > 1:
-        low, high = (_ms(float(stats[k])) if name.endswith("_ns") else _num(float(stats[k]))
-                     for k in ("min", "max"))
+    value = value_phrase(scenario, name, float(stats.median))
+    parts = conditions(scenario, settings, point.sut_description, float(point.duration_s),
+                       int(stats.n))
+    if stats.n > 1:
+        low, high = (_ms(float(x)) if name.endswith("_ns") else _num(float(x))
+                     for x in (stats.min, stats.max))
         parts.append(f"spread {low}-{high}")
-    valid, n = point["valid_launches"], stats["n"]
+    valid, n = point.valid_launches, stats.n
     if valid < n:
         parts.append(f"{valid} of {n} launches VALID")
     return _sentence(value, slo_phrase(settings) if scenario == "Server" else "", parts)
 
 
-def peak_headline(doc: Mapping[str, Any]) -> str:
+def peak_headline(doc: PeakDocument) -> str:
     """find-peak: the highest passing rate, its bracket, trials and confidence."""
-    settings, probes = doc["settings"], doc["probes"]
-    goal = doc.get("goal") or {"goal": "valid"}
-    attainment = goal["goal"] == "attainment"
-    slo = f"SLO attainment >= {goal['min_attainment']:g}" if attainment else slo_phrase(settings)
-    harness = " (the load generator fell behind its schedule there)" if doc.get(
-        "harness_high") else ""
-    if not doc.get("peak_qps"):
-        lowest = min((p["target_qps"] for p in probes), default=0.0)
+    settings, probes, goal = doc.settings, doc.probes, doc.goal
+    attainment = goal.goal == "attainment"
+    slo = f"SLO attainment >= {goal.min_attainment:g}" if attainment else slo_phrase(settings)
+    harness = " (the load generator fell behind its schedule there)" if doc.harness_high else ""
+    low, high = doc.bracket
+    if not doc.peak_qps or low is None:
+        lowest = min((p.target_qps for p in probes), default=0.0)
         return f"no rate met {slo or 'the test'}: the lowest probed, {lowest:g} QPS, " \
-               f"failed{harness} ({doc['status']}; {len(probes)} probes)"
-    low, high = doc["bracket"]
-    at_peak = [p for p in probes if p["target_qps"] == low and not p.get("harness_limited")]
-    duration = min((float(p["duration_s"]) for p in at_peak), default=0.0)
-    parts = conditions("Server", settings, doc.get("sut_description") or {}, duration, 1)
+               f"failed{harness} ({doc.status}; {len(probes)} probes)"
+    at_peak = [p for p in probes if p.target_qps == low and not p.harness_limited]
+    duration = min((float(p.duration_s) for p in at_peak), default=0.0)
+    parts = conditions("Server", settings, doc.sut_description or {}, duration, 1)
     parts[-1] = f"{duration:.3g} s x {len(at_peak)} trial{'s' if len(at_peak) != 1 else ''} " \
                 f"at the peak, every one {'passing' if attainment else 'VALID'}"
     span = f"bracket {_num(low)}-{_num(high)} QPS{harness}" if high else \
         "not bracketed: the ceiling passed"
-    parts.append(f"{span}, confidence {doc['confidence']:.2f}" if doc.get("confidence")
-                 is not None else span)
-    if doc["status"] != "converged":
-        parts.append(f"search stopped: {doc['status']}")
+    parts.append(f"{span}, confidence {doc.confidence:.2f}" if doc.confidence is not None
+                 else span)
+    if doc.status != "converged":
+        parts.append(f"search stopped: {doc.status}")
     return _sentence(f"{_num(low)} QPS", slo, parts)
 
 
-def noisy_flag(point: Mapping[str, Any]) -> str:
+def noisy_flag(point: SweepPoint) -> str:
     """'NOISY (latency_p99_ns cv 8.1%)  ' for a sweep point whose launches disagree, naming
     each noisy metric and its coefficient of variation; '' otherwise."""
-    named = [f"{m} cv {point['stats'][m]['cv']:.1%}" for m in point.get("noisy_metrics", [])]
+    named = [f"{m} cv {point.stats[m].cv or 0.0:.1%}" for m in point.noisy_metrics]
     return f"NOISY ({', '.join(named)})  " if named else ""

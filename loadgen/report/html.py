@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -34,8 +34,10 @@ from loadgen.report.headline import noisy_flag, peak_headline, point_headline, r
 from loadgen.report.jobsummary import job_row
 from loadgen.report.overview import peak_table, sweep_table
 from loadgen.report.pareto import PARETO_FILE, pareto_chart, pareto_rows
-from loadgen.report.result import RESULT_FILE, RunResult, read_result
+from loadgen.report.peakdoc import PeakDocument
+from loadgen.report.result import RunResult, read_result
 from loadgen.report.serverchart import server_chart
+from loadgen.report.sweepdoc import SweepDocument
 from loadgen.report.tokensummary import TOKEN_COLUMNS, token_rows
 from loadgen.report.turns import TURN_COLUMNS, turn_rows
 
@@ -58,17 +60,25 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}.bad{color:#b00}.warn{color:#a60
 
 
 def load_kind(path: Path) -> tuple[str, Any]:
-    """('find-peak' | 'sweep' | 'comparison', document) or ('run', RunResult) for a
-    directory (or a file in one)."""
+    """('find-peak', PeakDocument), ('sweep', SweepDocument), ('comparison', its JSON) or
+    ('run', RunResult) for a directory (or a file in one)."""
     root = path if path.is_dir() else path.parent
     for name, kind in (("peak.json", "find-peak"), ("sweep.json", "sweep"),
                        ("compare.json", "comparison")):
         if (root / name).is_file():
             try:
-                return kind, safe_tree(json.loads((root / name).read_text()))
+                doc = safe_tree(json.loads((root / name).read_text()))
             except (OSError, ValueError) as exc:
                 raise ResultError(f"{root / name}: cannot read: {exc}") from None
+            try:
+                return kind, _DOCUMENTS[kind](doc) if kind in _DOCUMENTS else doc
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ResultError(f"{root / name}: malformed: {exc!r}") from None
     return "run", read_result(root)
+
+
+_DOCUMENTS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "find-peak": PeakDocument.from_dict, "sweep": SweepDocument.from_dict}
 
 
 def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
@@ -97,47 +107,38 @@ def _hists(results: Mapping[str, RunResult],
     return {label: h for label, h in hists.items() if h.get_total_count() >= 2}
 
 
-def _search_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
-    return [LoadPoint(float(p["target_qps"]), p["latency_ns"], float(p["qps_completed"]),
-                      float(p["goodput_qps"]), bool(p["valid"])) for p in doc["probes"]]
+def _search_points(doc: PeakDocument) -> list[LoadPoint]:
+    return [LoadPoint(float(p.target_qps), p.latency_ns.as_dict(), float(p.qps_completed),
+                      float(p.goodput_qps), p.valid) for p in doc.probes]
 
 
-def _sweep_axis(doc: Mapping[str, Any]) -> str:
-    grid = doc["grid"]
+def _sweep_axis(doc: SweepDocument) -> str:
+    grid = doc.grid
     numeric = [k for k, vs in grid.items() if all(isinstance(v, int | float) for v in vs)]
     return "target_qps" if "target_qps" in grid else (numeric or list(grid))[0]
 
 
-def _sweep_points(doc: Mapping[str, Any]) -> list[LoadPoint]:
+def _sweep_points(doc: SweepDocument) -> list[LoadPoint]:
     axis = _sweep_axis(doc)
     out = []
-    for p in doc["points"]:
-        st = p["stats"]
+    for p in doc.points:
+        st = p.stats
         lat = {n: st[f"latency_{n}_ns"] for n in ("p50", "p90", "p99")}
-        group = ", ".join(f"{k}={v}" for k, v in p["values"].items() if k != axis)
-        x = p["values"][axis]
-        out.append(LoadPoint(float(x) if isinstance(x, int | float) else float(p["index"]),
-                             {n: s["median"] for n, s in lat.items()},
-                             st["qps_completed"]["median"], st["goodput_qps"]["median"],
-                             p["valid_launches"] == st["headline"]["n"], group,
-                             {n: s["min"] for n, s in lat.items()},
-                             {n: s["max"] for n, s in lat.items()}))
+        group = ", ".join(f"{k}={v}" for k, v in p.values.items() if k != axis)
+        x = p.values[axis]
+        out.append(LoadPoint(float(x) if isinstance(x, int | float) else float(p.index),
+                             {n: s.median for n, s in lat.items()},
+                             st["qps_completed"].median, st["goodput_qps"].median,
+                             p.valid_launches == p.launches, group,
+                             {n: s.min for n, s in lat.items()},
+                             {n: s.max for n, s in lat.items()}))
     return out
 
 
-def _raw_result(root: Path) -> dict[str, Any]:
-    """result.json as plain JSON (for fields newer than `RunResult`); {} when unreadable."""
-    try:
-        doc = safe_tree(json.loads((root / RESULT_FILE).read_text()))
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _token_metrics(root: Path) -> dict[str, Any]:
-    """The token latencies result.json holds (LLM runs), by name."""
-    doc = _raw_result(root)
-    return {k: doc[k] for k in TOKEN_METRICS if isinstance(doc.get(k), dict)}
+def _token_metrics(result: RunResult) -> dict[str, Any]:
+    """The token latencies of an LLM run, by result.json name, for the token chart."""
+    ts = result.stats.token_stats
+    return {} if ts is None else {k: ts.latency(k).as_dict() for k in TOKEN_METRICS}
 
 
 def _comparison_slo(doc: Mapping[str, Any]) -> float | None:
@@ -145,7 +146,7 @@ def _comparison_slo(doc: Mapping[str, Any]) -> float | None:
     return _slo_ns(read_result(Path(paths[0])).settings.as_dict()) if paths else None
 
 
-def _run_charts(result: RunResult, root: Path) -> list[Chart]:
+def _run_charts(result: RunResult) -> list[Chart]:
     r = result.stats
     slo = _slo_ns(result.settings.as_dict())
     out: list[Chart] = []
@@ -164,7 +165,7 @@ def _run_charts(result: RunResult, root: Path) -> list[Chart]:
     if lag:
         limit = float(result.settings.max_issue_lag_ms) * 1e6 or None
         out.append(charts.spectrum_chart(lag, limit, "Issue lag by percentile", "limit"))
-    tokens = _token_metrics(root)
+    tokens = _token_metrics(result)
     if tokens:
         out.append(charts.token_chart(tokens))
         token_hists = r.token_stats.histograms if r.token_stats is not None else {}
@@ -194,34 +195,33 @@ def _load_charts(points: list[LoadPoint], slo: float | None, xlabel: str, offere
 def _charts(kind: str, doc: Any, root: Path) -> list[Chart]:
     """Every chart the document supports."""
     if kind == "run":
-        return _run_charts(doc, root)
+        return _run_charts(doc)
     if kind == "comparison":
         return comparison.comparison_charts(doc, _comparison_slo(doc))
-    slo = _slo_ns(doc["settings"] if kind == "find-peak" else doc["points"][0]["settings"])
+    slo = _slo_ns(doc.settings if kind == "find-peak" else doc.points[0].settings)
     if kind == "find-peak":
         out = _load_charts(_search_points(doc), slo, "offered load (QPS)", True,
-                           doc["peak_qps"] or None)
-        ends = {"peak" if i == 0 else "lowest failing": q for i, q in enumerate(doc["bracket"])}
+                           doc.peak_qps or None)
+        ends = {"peak" if i == 0 else "lowest failing": q for i, q in enumerate(doc.bracket)}
         chosen = {}
         for label, qps in ends.items():
-            probe = next((p for p in doc["probes"] if p["target_qps"] == qps), None)
+            probe = next((p for p in doc.probes if p.target_qps == qps), None)
             if probe is not None:
-                chosen[f"{label} {qps:g} QPS"] = (read_result(root / probe["dir"]),
-                                                 root / probe["dir"])
-        hists = _hists({k: v[0] for k, v in chosen.items()})
+                chosen[f"{label} {qps:g} QPS"] = read_result(root / probe.dir)
+        hists = _hists(chosen)
         peak = next(iter(chosen.items()), None)
     else:
         axis = _sweep_axis(doc)
         out = _load_charts(_sweep_points(doc), slo, axis, axis == "target_qps")
-        step = max(1, -(-len(doc["points"]) // _MAX_SPECTRA))
-        hists = _hists({", ".join(f"{k}={v}" for k, v in p["values"].items()):
-                        read_result(root / p["launch_dirs"][0]) for p in doc["points"][::step]})
+        step = max(1, -(-len(doc.points) // _MAX_SPECTRA))
+        hists = _hists({", ".join(f"{k}={v}" for k, v in p.values.items()):
+                        read_result(root / p.launch_dirs[0]) for p in doc.points[::step]})
         peak = None
     if hists:
         out.append(charts.spectrum_chart(hists, slo))
     if peak is not None:
-        label, (result, run_dir) = peak
-        out += [replace(c, title=f"{c.title}: {label}") for c in _run_charts(result, run_dir)
+        label, result = peak
+        out += [replace(c, title=f"{c.title}: {label}") for c in _run_charts(result)
                 if c.title != "Latency by percentile"]
     return out
 
@@ -250,7 +250,7 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
                       "streams": ts.tokens.requests, "failed": ts.tokens.failed,
                       "attainment": ts.goodput.attainment,
                       "goodput tokens/s": ts.goodput.tokens_per_s}
-            achieved = ts.tokens.cache["hit_rate"]["achieved"]
+            achieved = ts.tokens.cache.hit_rate.achieved
             if achieved is not None:
                 counts["prefix-cache hit rate (usage)"] = achieved
             parts += ["<h2>Tokens</h2>", _table([counts], list(counts)),
@@ -279,9 +279,9 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
         return "".join(parts), ""
     if kind == "find-peak":
         rows = tables.search_rows(doc)
-        head = {"peak_qps": doc["peak_qps"], "bracket": doc["bracket"],
-                "confidence": doc["confidence"], "status": doc["status"],
-                "probes": len(doc["probes"]), "elapsed_s": doc["elapsed_s"]}
+        head = {"peak_qps": doc.peak_qps, "bracket": list(doc.bracket),
+                "confidence": doc.confidence, "status": doc.status,
+                "probes": len(doc.probes), "elapsed_s": doc.elapsed_s}
         return _glance(peak_table(doc)) + _table([head], list(head)), "<h2>Probes</h2>" + \
             _table(rows, [c for c in rows[0] if c != "dir"] if rows else [])
     rows = tables.sweep_rows(doc)
@@ -303,7 +303,7 @@ def _headline(kind: str, doc: Any) -> list[str]:
         return [peak_headline(doc)]
     if kind == "comparison":
         return [comparison.comparison_headline(doc), f"A: {doc['a']}", f"B: {doc['b']}"]
-    return [noisy_flag(p) + point_headline(p) for p in doc["points"]]
+    return [noisy_flag(p) + point_headline(p) for p in doc.points]
 
 
 def _plotly_js() -> str:
@@ -320,7 +320,7 @@ def _verdict(kind: str, doc: Any) -> str:
     if kind == "run":
         word = "VALID" if doc.valid else "INVALID"
     elif kind == "find-peak":
-        word = "VALID" if doc["peak_qps"] else "INVALID"
+        word = "VALID" if doc.peak_qps else "INVALID"
     else:
         return ""
     return f'<span class="verdict {word}">{word}</span> '
@@ -330,7 +330,7 @@ def _pareto(kind: str, doc: Any, root: Path) -> list[Chart]:
     """A token sweep's or find-peak's Pareto chart, its points written to pareto.csv."""
     if kind not in ("sweep", "find-peak"):
         return []
-    rows = pareto_rows(kind, doc, root)
+    rows = pareto_rows(doc, root)
     if not rows:
         return []
     tables.write_csv(root / PARETO_FILE, rows)

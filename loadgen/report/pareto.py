@@ -4,19 +4,22 @@ One point per sweep point (the median over its launches) or per find-peak probe:
 output tokens/s one user sees (the median request's output tokens/s), y the output tokens/s
 of the whole run, per GPU when the endpoint said how many GPUs serve it (`endpoint.gpu.count`,
 with `endpoint_probe`). A point is VALID when every launch was; the frontier joins the
-VALID points no other VALID point beats on both axes. Reads result.json files only.
+VALID points no other VALID point beats on both axes. Reads result.json files only
+(`read_result`: the typed token figures).
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loadgen.errors import ResultError
 from loadgen.report.charts import Chart, axes_layout
-from loadgen.report.result import RESULT_FILE
+from loadgen.report.peakdoc import PeakDocument
+from loadgen.report.result import RESULT_FILE, read_result
+from loadgen.report.sweepdoc import SweepDocument
 
 __all__ = ["PARETO_COLUMNS", "PARETO_FILE", "pareto_chart", "pareto_rows"]
 
@@ -28,16 +31,16 @@ PARETO_COLUMNS = ("point", "tokens_per_s_per_user", "tokens_per_s", "gpus",
 def _figures(run_dir: Path) -> tuple[float, float, int | None] | None:
     """(per-user tokens/s, tokens/s, GPUs) of a token run; None for another kind of run."""
     try:
-        doc = json.loads((run_dir / RESULT_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+        result = read_result(run_dir / RESULT_FILE)
+    except ResultError:
         return None
-    tokens = doc.get("tokens") if isinstance(doc, dict) else None
-    if not isinstance(tokens, dict) or not tokens.get("requests"):
+    ts = result.stats.token_stats
+    if ts is None or not ts.tokens.requests:
         return None
-    gpu = (doc.get("endpoint") or {}).get("gpu") or {}
+    gpu = (result.endpoint or {}).get("gpu") or {}
     count = gpu.get("count") if isinstance(gpu.get("count"), int) and gpu["count"] > 0 else None
-    return (float(tokens["output_per_s_per_request"]["p50"]), float(tokens["output_per_s"]),
-            count)
+    tokens = ts.tokens
+    return float(tokens.output_per_s_per_request.p50), float(tokens.output_per_s), count
 
 
 def _row(label: str, dirs: Sequence[Path], valid: bool) -> dict[str, Any] | None:
@@ -62,18 +65,16 @@ def _mark_frontier(rows: list[dict[str, Any]]) -> None:
             != (r["tokens_per_s_per_user"], r[y]) for o in valid)
 
 
-def pareto_rows(kind: str, doc: Mapping[str, Any], root: Path) -> list[dict[str, Any]]:
+def pareto_rows(doc: SweepDocument | PeakDocument, root: Path) -> list[dict[str, Any]]:
     """The chart's points (`PARETO_COLUMNS`) of a sweep or find-peak; none without tokens."""
     rows: list[dict[str, Any] | None] = []
-    if kind == "sweep":
-        for p in doc["points"]:
-            label = ", ".join(f"{k}={v}" for k, v in p["values"].items())
-            launches = p["stats"]["headline"]["n"]
-            rows.append(_row(label, [root / d for d in p["launch_dirs"]],
-                             p["valid_launches"] == launches))
-    elif kind == "find-peak":
-        rows += [_row(f"{p['target_qps']:g} QPS", [root / p["dir"]], bool(p["valid"]))
-                 for p in doc["probes"]]
+    if isinstance(doc, SweepDocument):
+        for p in doc.points:
+            label = ", ".join(f"{k}={v}" for k, v in p.values.items())
+            rows.append(_row(label, [root / d for d in p.launch_dirs],
+                             p.valid_launches == p.launches))
+    else:
+        rows += [_row(f"{p.target_qps:g} QPS", [root / p.dir], p.valid) for p in doc.probes]
     kept = [r for r in rows if r is not None]
     _mark_frontier(kept)
     return kept

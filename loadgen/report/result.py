@@ -43,6 +43,7 @@ from loadgen.judge.servermetrics import ServerMetrics
 from loadgen.judge.stats import RunStats
 from loadgen.judge.verdict import Headline, Reason, ReasonCode, Verdict
 from loadgen.plan.settings import TestSettings, settings_from_record
+from loadgen.record.distributed import Distributed
 
 __all__ = ["RESULT_FILE", "SCHEMA_VERSION", "RunResult", "read_result", "write_result"]
 
@@ -71,7 +72,7 @@ class RunResult:
     schedule: dict[str, Any]
     workers: dict[str, Any] | None = None
     energy: EnergyFigures | None = None  # None: a result written before energy was measured
-    distributed: dict[str, Any] | None = None
+    distributed: Distributed | None = None  # several workers (`record.distributed`)
     server_metrics: ServerMetrics | None = None  # None: not asked (`server_metrics = "off"`)
     sut_memory: dict[str, Any] | None = None  # peak host RSS and GPU memory (`record.memory`)
     endpoint: dict[str, Any] | None = None  # what the endpoint said of itself, its round trip
@@ -111,7 +112,7 @@ class RunResult:
         if self.energy is not None:
             doc["energy"] = self.energy.as_dict()
         if self.distributed is not None:
-            doc["distributed"] = self.distributed
+            doc["distributed"] = self.distributed.as_dict()
         if self.server_metrics is not None:
             doc["server_metrics"] = self.server_metrics.as_dict()
         if self.sut_memory is not None:
@@ -137,7 +138,8 @@ class RunResult:
             schedule=dict(doc.get("schedule") or {}),
             workers=doc.get("workers"),
             energy=EnergyFigures.from_dict(doc["energy"]) if "energy" in doc else None,
-            distributed=doc.get("distributed"),
+            distributed=Distributed.from_dict(doc["distributed"])
+            if isinstance(doc.get("distributed"), dict) else None,
             server_metrics=ServerMetrics.from_dict(doc["server_metrics"])
             if isinstance(doc.get("server_metrics"), dict) else None,
             sut_memory=doc.get("sut_memory"),

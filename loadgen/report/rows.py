@@ -46,8 +46,8 @@ def run_row(result: RunResult) -> dict[str, Any]:
     if ts is not None:
         for name, key in _TOKEN_LATENCIES.items():
             summary = ts.latency(key).summary
-            row[f"{name}_p50_ms"] = _ms(summary.get("p50", 0))
-            row[f"{name}_p99_ms"] = _ms(summary.get("p99", 0))
+            row[f"{name}_p50_ms"] = _ms(summary.p50)
+            row[f"{name}_p99_ms"] = _ms(summary.p99)
         row["output_tokens_per_s"] = round(ts.tokens.output_per_s, 3)
         row["token_goodput_rps"] = round(ts.goodput.requests_per_s, 3) \
             if ts.goodput.slos_ms else None

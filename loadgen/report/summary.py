@@ -98,11 +98,11 @@ def render_summary(result: RunResult) -> str:
         lines += [_harness_cost(w)]
     if result.distributed:
         d = result.distributed
-        lost = "; ".join(f"LOST #{x['index']} on {x['host']} ({x['missing']} queries missing)"
-                         for x in d["lost"])
-        engine = " ".join(str(x) for x in (d['engine'], d['version']) if x)
-        lines += [f"Engine    : {engine} on {d['hosts']} host(s); "
-                  f"clock skew bound {d['skew_bound_ns'] / 1e6:.3f} ms" + (f"; {lost}" if lost
+        lost = "; ".join(f"LOST #{x.index} on {x.host} ({x.missing} queries missing)"
+                         for x in d.lost)
+        engine = " ".join(str(x) for x in (d.engine, d.version) if x)
+        lines += [f"Engine    : {engine} on {d.hosts} host(s); "
+                  f"clock skew bound {d.skew_bound_ns / 1e6:.3f} ms" + (f"; {lost}" if lost
                                                                            else "")]
     if r.batch_sizes:
         total = sum(r.batch_sizes.values())

@@ -23,6 +23,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loadgen.report.peakdoc import PeakDocument
+from loadgen.report.sweepdoc import SweepDocument
+
 __all__ = ["PROBE_COLUMNS", "csv_text", "search_rows", "sweep_rows", "write_csv", "write_json"]
 
 PROBE_COLUMNS = ("index", "target_qps", "trial", "valid", "harness_limited", "slo_ratio",
@@ -60,29 +63,33 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     return _atomic(path, csv_text(rows))
 
 
-def sweep_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+def sweep_rows(doc: SweepDocument) -> list[dict[str, Any]]:
     """One row per sweep point: swept values, then median/min/max/cv of each metric."""
     rows = []
-    for point in doc["points"]:
-        row: dict[str, Any] = {"point": point["index"], **point["values"],
-                               "launches": point["stats"][doc["metrics"][0]]["n"],
-                               "valid_launches": point["valid_launches"],
-                               "noisy": point["noisy"], **point.get("row", {})}
-        for metric in doc["metrics"]:
-            for key in ("median", "min", "max", "cv"):
-                row[f"{metric}_{key}"] = point["stats"][metric][key]
+    for point in doc.points:
+        row: dict[str, Any] = {"point": point.index, **point.values,
+                               "launches": point.stats[doc.metrics[0]].n,
+                               "valid_launches": point.valid_launches,
+                               "noisy": point.noisy, **point.row}
+        for metric in doc.metrics:
+            s = point.stats[metric]
+            row |= {f"{metric}_median": s.median, f"{metric}_min": s.min,
+                    f"{metric}_max": s.max, f"{metric}_cv": s.cv}
         rows.append(row)
     return rows
 
 
-def search_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+def search_rows(doc: PeakDocument) -> list[dict[str, Any]]:
     """One row per find-peak probe."""
     rows = []
-    for probe in doc["probes"]:
-        row = {key: probe.get(key) for key in PROBE_COLUMNS}
-        latency = probe.get("latency_ns") or {}
-        row |= {"p50_ns": latency.get("p50"), "p99_ns": latency.get("p99"),
-                "p999_ns": latency.get("p999"), "dir": probe.get("dir"),
-                "reasons": " | ".join(probe.get("reasons", []))}
-        rows.append(row)
+    for p in doc.probes:
+        rows.append({"index": p.index, "target_qps": p.target_qps, "trial": p.trial,
+                     "valid": p.valid, "harness_limited": p.harness_limited,
+                     "slo_ratio": p.slo_ratio, "qps_scheduled": p.qps_scheduled,
+                     "qps_completed": p.qps_completed, "goodput_qps": p.goodput_qps,
+                     "queries": p.queries, "overlatency": p.overlatency,
+                     "duration_s": p.duration_s, "wall_s": p.wall_s,
+                     "p50_ns": p.latency_ns.p50, "p99_ns": p.latency_ns.p99,
+                     "p999_ns": p.latency_ns.p999, "dir": p.dir,
+                     "reasons": " | ".join(p.reasons)})
     return rows

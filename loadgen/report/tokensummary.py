@@ -20,11 +20,11 @@ _ROWS = (("TTFT", "ttft_ns"), ("TTFO", "ttfo_ns"), ("E2E", "e2e_ns"), ("TPOT", "
 
 def _row(name: str, v: ViewedSummary) -> str:
     s = v.summary
-    cells = "".join(f"{s[k] / 1e6:10.3f}" for k in ("p50", "p90", "p99", "mean", "max"))
-    line = f"  {name:<10}{cells}  n={s['count']}"
-    if v.from_send is not None and v.from_send["count"]:
-        line += (f"   from send p50 {v.from_send['p50'] / 1e6:.3f} "
-                 f"p99 {v.from_send['p99'] / 1e6:.3f}")
+    cells = "".join(f"{x / 1e6:10.3f}" for x in (s.p50, s.p90, s.p99, s.mean, s.max))
+    line = f"  {name:<10}{cells}  n={s.count}"
+    if v.from_send is not None and v.from_send.count:
+        line += (f"   from send p50 {v.from_send.p50 / 1e6:.3f} "
+                 f"p99 {v.from_send.p99 / 1e6:.3f}")
     return line
 
 
@@ -33,10 +33,11 @@ def _latency_lines(ts: TokenStats) -> list[str]:
                  "       max")]
     for name, key in _ROWS:
         v = ts.latencies[key]
-        if v.summary["count"]:
+        if v.summary.count:
             lines.append(_row(name, v))
-            if v.error_adjusted and v.error_adjusted != {k: v.summary[k]
-                                                         for k in v.error_adjusted}:
+            finished = v.summary.as_dict()  # keyed as the adjusted ones are (`p99`)
+            if v.error_adjusted and any(x != finished.get(k)
+                                        for k, x in v.error_adjusted.items()):
                 cells = "  ".join(f"{k} {'inf' if x is None else f'{x / 1e6:.3f}'}"
                                   for k, x in v.error_adjusted.items())
                 lines.append(f"    error-adjusted (failed as infinite): {cells}")
@@ -50,25 +51,25 @@ def _count_lines(ts: TokenStats) -> list[str]:
     lines = [(f"Tokens    : input {t.input_total} (mean {mean_in:.1f}), output {t.output_total} "
              f"(mean {mean_out:.1f}); {t.output_per_s:.1f} output tokens/s, "
              f"{t.input_per_s:.1f} input tokens/s"),
-             (f"            per request p50 {t.output_per_s_per_request['p50']:.1f} output "
+             (f"            per request p50 {t.output_per_s_per_request.p50:.1f} output "
              f"tokens/s; {t.requests} streams, {t.failed} failed ({t.partial} part-way)")]
     if t.tokenizer is not None:
         tok = t.tokenizer
         named = f"{tok['name']} ({tok['kind']})" if "path" in tok else tok["name"]
         lines.append(f"            counted by tokenizer {named}")
     d = t.discrepancy
-    if d["compared"]:
-        lines.append(f"            client vs server count: {d['compared']} compared, "
-                     f"{d['mismatched']} differ, {100 * d['relative']:.2f}% apart in all")
+    if d.compared:
+        lines.append(f"            client vs server count: {d.compared} compared, "
+                     f"{d.mismatched} differ, {100 * d.relative:.2f}% apart in all")
     cache, reasoning = t.cache, t.reasoning
-    if cache["requests_reporting"]:
-        achieved = cache["hit_rate"]["achieved"] or 0.0
+    if cache.requests_reporting:
+        achieved = cache.hit_rate.achieved or 0.0
         lines.append(f"            prefix cache: {100 * achieved:.2f}% of prompt tokens cached "
-                     f"({cache['cached_tokens_total']} of {cache['prompt_tokens_reporting']}, "
-                     f"{cache['requests_reporting']} requests reporting)")
-    if reasoning.get("requests_reporting"):
-        lines.append(f"            reasoning: {reasoning['reasoning_tokens_total']} tokens "
-                     f"({reasoning['requests_reporting']} requests reporting)")
+                     f"({cache.cached_tokens_total} of {cache.prompt_tokens_reporting}, "
+                     f"{cache.requests_reporting} requests reporting)")
+    if reasoning is not None and reasoning.requests_reporting:
+        lines.append(f"            reasoning: {reasoning.reasoning_tokens_total} tokens "
+                     f"({reasoning.requests_reporting} requests reporting)")
     return lines
 
 
@@ -102,10 +103,9 @@ def _turn_lines(ts: TokenStats) -> list[str]:
         return []
     lines = ["", "Turns (ms, from each turn's schedule)   TTFT p50  TTFT p99  TPOT p50  TPOT p99"]
     for turn, figures in ts.turns.items():
-        ttft, tpot = figures["ttft_ns"], figures["tpot_ns"]
-        cells = "".join(f"{v / 1e6:10.3f}" for v in (ttft["p50"], ttft["p99"], tpot["p50"],
-                                                     tpot["p99"]))
-        lines.append(f"  turn {turn:<6}n={figures['count']:<18}{cells}")
+        ttft, tpot = figures.ttft_ns, figures.tpot_ns
+        cells = "".join(f"{v / 1e6:10.3f}" for v in (ttft.p50, ttft.p99, tpot.p50, tpot.p99))
+        lines.append(f"  turn {turn:<6}n={figures.count:<18}{cells}")
     return lines
 
 
@@ -126,13 +126,16 @@ def token_rows(result: RunResult) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for name, key in _ROWS:
         v = ts.latencies[key]
-        if not v.summary["count"]:
+        s = v.summary
+        if not s.count:
             continue
-        row: dict[str, object] = {"metric": name, "n": v.summary["count"]}
-        row |= {f"{k} (ms)": v.summary[k] / 1e6 for k in ("p50", "p90", "p99", "mean", "max")}
+        row: dict[str, object] = {"metric": name, "n": s.count}
+        row |= {f"{k} (ms)": x / 1e6 for k, x in (("p50", s.p50), ("p90", s.p90),
+                                                   ("p99", s.p99), ("mean", s.mean),
+                                                   ("max", s.max))}
         if v.from_send is not None:
-            row["p99 from send (ms)"] = v.from_send["p99"] / 1e6
-        adjusted = (v.error_adjusted or {}).get("p99", v.summary["p99"])
+            row["p99 from send (ms)"] = v.from_send.p99 / 1e6
+        adjusted = (v.error_adjusted or {}).get("p99", s.p99)
         row["p99 error-adjusted (ms)"] = "inf" if adjusted is None else adjusted / 1e6
         rows.append(row)
     return rows

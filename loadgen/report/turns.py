@@ -8,7 +8,9 @@ tokens or more is left blank.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from loadgen.judge.summaries import LatencySummary
+from loadgen.judge.tokenstats import TurnFigures
 
 __all__ = ["TURN_COLUMNS", "turn_rows"]
 
@@ -16,17 +18,17 @@ TURN_COLUMNS = ("turn", "n", "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)",
                 "TPOT p99 (ms)")
 
 
-def _ms(summary: Mapping[str, Any], pct: str) -> float | None:
-    return summary[pct] / 1e6 if summary.get("count") else None
+def _ms(summary: LatencySummary, value: int) -> float | None:
+    return value / 1e6 if summary.count else None
 
 
-def turn_rows(turns: Mapping[str, Mapping[str, Any]]) -> list[dict[str, object]]:
-    """The rows of `turns` (result.json's, keyed by turn index), in turn order."""
+def turn_rows(turns: Mapping[str, TurnFigures]) -> list[dict[str, object]]:
+    """The rows of `turns` (the token figures', keyed by turn index), in turn order."""
     rows: list[dict[str, object]] = []
     for turn, figures in sorted(turns.items(), key=lambda item: int(item[0])):
-        row: dict[str, object] = {"turn": int(turn), "n": figures["count"]}
-        for metric, name in (("ttft_ns", "TTFT"), ("tpot_ns", "TPOT")):
-            for pct in ("p50", "p99"):
-                row[f"{name} {pct} (ms)"] = _ms(figures[metric], pct)
+        row: dict[str, object] = {"turn": int(turn), "n": figures.count}
+        for summary, name in ((figures.ttft_ns, "TTFT"), (figures.tpot_ns, "TPOT")):
+            row[f"{name} p50 (ms)"] = _ms(summary, summary.p50)
+            row[f"{name} p99 (ms)"] = _ms(summary, summary.p99)
         rows.append(row)
     return rows

@@ -264,7 +264,7 @@ def test_a_sweep_retunes_the_served_batcher_live(server: ServerThread, tmp_path:
         "preset='dev'", "min_duration_s=0.3", "warmup_s=0", "min_query_count=60",
         "target_qps=200", "target_latency_ms=500"])
     doc = run_sweep(settings, spec, [parse_axis("batcher.max_queue_delay_us=0,5000")], 1,
-                    tmp_path)
+                    tmp_path).as_dict()
     assert [p["batcher"]["max_queue_delay_us"] for p in doc["points"]] == [0, 5000]
     results = [json.loads((tmp_path / p["launch_dirs"][0] / "result.json").read_text())
                for p in doc["points"]]

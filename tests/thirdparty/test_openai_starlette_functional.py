@@ -46,7 +46,7 @@ def test_token_runs_are_valid(port: int, endpoint: str, scenario: str) -> None:
     tokens = result.stats.token_stats
     assert tokens is not None
     assert tokens.tokens.output_total == TOKENS * tokens.tokens.requests
-    assert tokens.latencies["itl_ns"].summary["count"] == (TOKENS - 1) * tokens.tokens.requests
+    assert tokens.latencies["itl_ns"].summary.count == (TOKENS - 1) * tokens.tokens.requests
 
 
 def test_the_servers_error_shape_is_the_failures_detail(port: int) -> None:
@@ -74,7 +74,7 @@ def test_multi_turn_sessions_carry_their_history(port: int, endpoint: str) -> No
     result = run_test(settings, f"openai://127.0.0.1:{port}/m?endpoint={endpoint}")
     ts = result.stats.token_stats
     assert ts is not None and not result.stats.errors
-    sessions = ts.turns["1"]["count"]
-    assert sessions >= 10 and ts.turns["3"]["count"] == sessions
+    sessions = ts.turns["1"].count
+    assert sessions >= 10 and ts.turns["3"].count == sessions
     assert ts.tokens.requests == 3 * sessions
     assert ts.tokens.input_total == (8 + 28 + 48) * sessions

@@ -47,6 +47,7 @@ from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size, split_kind
 from loadgen.record.deltas import TallySum
+from loadgen.record.distributed import Distributed, LostWorker, WorkerClock
 from loadgen.record.energy import EnergyTrace
 from loadgen.record.glance import Glance, decode_glance, merge_glances
 from loadgen.record.histograms import summary_ns
@@ -68,7 +69,7 @@ class Spread:
 
     outcome: SessionOutcome
     workers: dict[str, Any]  # each worker's load figures
-    distributed: dict[str, Any]  # engine, clocks, skew bound, lost workers
+    distributed: Distributed  # engine, clocks, skew bound, lost workers
 
 
 @dataclass(slots=True)
@@ -259,12 +260,12 @@ def _spread(plan: RunPlan, engine: Engine, tracks: list[_Track], t0: int, releas
     count = len(tracks)
     clocks = [_clock_figures(t) for t in tracks]
     lost = [_lost_figures(plan, t, count) for t in tracks if t.lost is not None]
-    skew = skew_bound_ns([c["offset_error_ns"] + abs(c["drift_ns"]) for c in clocks])
-    distributed = {**engine.describe(), "split": split_kind(plan),
-                   "hosts": len({t.where.host for t in tracks}),
-                   "start_ns": t0, "start_margin_ns": release.margin_ns,
-                   "release_cost_ns": release.cost_ns, "skew_bound_ns": skew,
-                   "workers": clocks, "lost": lost}
+    skew = skew_bound_ns([c.uncertainty_ns for c in clocks])
+    distributed = Distributed.of(engine.describe(), split=split_kind(plan),
+                                 hosts=len({t.where.host for t in tracks}),
+                                 start_ns=t0, start_margin_ns=release.margin_ns,
+                                 release_cost_ns=release.cost_ns, skew_bound_ns=skew,
+                                 workers=tuple(clocks), lost=tuple(lost))
     workers = {"count": count, "split": split_kind(plan),
                "per_worker": [_load_figures(t, tally) for t, tally in parts], "driver": driver}
     return Spread(SessionOutcome(merged, _sut(tracks), None, cpu, energy), workers, distributed)
@@ -298,31 +299,33 @@ def _sum_counts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _clock_figures(t: _Track) -> dict[str, Any]:
+def _clock_figures(t: _Track) -> WorkerClock:
     """One worker's clock: offset (worker minus driver), its error, drift, lateness."""
     after = t.after
-    return {"index": t.worker.index, "host": t.where.host, "node": t.where.node,
-            "status": "lost" if t.lost is not None else "done",
-            "offset_ns": t.before.offset_ns, "offset_error_ns": t.before.error_ns,
-            "rtt_ns": t.before.rtt_ns,
-            "start_lateness_ns": max(int((t.last or {}).get("late_ns", 0)), 0),
-            "start_slack_ns": t.slack_ns,
-            "drift_ns": 0 if after is None else after.offset_ns - t.before.offset_ns,
-            "offset_after_ns": None if after is None else after.offset_ns,
-            "offset_after_error_ns": None if after is None else after.error_ns,
-            "longest_silence_s": round(t.silent_s, 3)}
+    return WorkerClock(
+        index=t.worker.index, host=t.where.host, node=t.where.node,
+        status="lost" if t.lost is not None else "done",
+        offset_ns=t.before.offset_ns, offset_error_ns=t.before.error_ns,
+        rtt_ns=t.before.rtt_ns,
+        start_lateness_ns=max(int((t.last or {}).get("late_ns", 0)), 0),
+        start_slack_ns=t.slack_ns,
+        drift_ns=0 if after is None else after.offset_ns - t.before.offset_ns,
+        offset_after_ns=None if after is None else after.offset_ns,
+        offset_after_error_ns=None if after is None else after.error_ns,
+        longest_silence_s=round(t.silent_s, 3))
 
 
-def _lost_figures(plan: RunPlan, t: _Track, count: int) -> dict[str, Any]:
+def _lost_figures(plan: RunPlan, t: _Track, count: int) -> LostWorker:
     """A lost worker: who, where, when, and what of its share never went out."""
     planned = share_size(plan, t.worker.index, count)
     issued = int((t.last or {}).get("issued", 0))
     reached_ns = int((t.last or {}).get("progress", [0])[0])
-    return {"index": t.worker.index, "label": t.worker.label, "host": t.where.host,
-            "why": t.lost, "lost_at_s": round(t.lost_at_s, 3),
-            "last_report_scheduled_s": round(reached_ns / 1e9, 3),
-            "planned": planned, "issued": issued, "missing": max(planned - issued, 0),
-            "in_flight_at_last_report": int((t.last or {}).get("progress", [0] * 4)[3])}
+    return LostWorker(
+        index=t.worker.index, label=t.worker.label, host=t.where.host,
+        why=str(t.lost), lost_at_s=round(t.lost_at_s, 3),
+        last_report_scheduled_s=round(reached_ns / 1e9, 3),
+        planned=planned, issued=issued, missing=max(planned - issued, 0),
+        in_flight_at_last_report=int((t.last or {}).get("progress", [0] * 4)[3]))
 
 
 def _load_figures(t: _Track, tally: Tally) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from loadgen.judge import early_stopping
 from loadgen.plan.settings import TestSettings as Settings
 from loadgen.plan.settings import load_settings
 from loadgen.record.histograms import encode, new_histogram, record_array
+from loadgen.report.peakdoc import PeakDocument, Probe
 from loadgen.report.result import RunResult
 from tests.loadgen import queueing
 
@@ -206,7 +207,7 @@ def settings() -> Settings:
 
 def test_find_peak_on_fake(settings: Settings, tmp_path: Path) -> None:
     sut = FakeSut(capacity=1000)
-    doc = find_peak(settings, "sim:", tmp_path, CFG, runner=sut)
+    doc = find_peak(settings, "sim:", tmp_path, CFG, runner=sut).as_dict()
     low, high = doc["bracket"]
     assert doc["status"] == "converged"
     assert low <= 1000 < high and (high - low) / high <= CFG.tolerance
@@ -226,22 +227,22 @@ def test_find_peak_on_fake(settings: Settings, tmp_path: Path) -> None:
 
 
 def test_find_peak_resumes_from_its_journal(settings: Settings, tmp_path: Path) -> None:
-    whole = find_peak(settings, "sim:", tmp_path / "whole", CFG, runner=FakeSut())
+    whole = find_peak(settings, "sim:", tmp_path / "whole", CFG, runner=FakeSut()).as_dict()
     crashing = FakeSut(fail_after=3)
     with pytest.raises(RuntimeError):
         find_peak(settings, "sim:", tmp_path / "resumed", CFG, runner=crashing)
     rest = FakeSut()
-    resumed = find_peak(settings, "sim:", tmp_path / "resumed", CFG, runner=rest)
+    resumed = find_peak(settings, "sim:", tmp_path / "resumed", CFG, runner=rest).as_dict()
     assert len(rest.calls) == len(whole["probes"]) - 3
     assert [p["target_qps"] for p in resumed["probes"]] == \
         [p["target_qps"] for p in whole["probes"]]
     again = FakeSut()
-    assert find_peak(settings, "sim:", tmp_path / "resumed", CFG, runner=again)["bracket"] == \
+    assert find_peak(settings, "sim:", tmp_path / "resumed", CFG, runner=again).as_dict()["bracket"] == \
         whole["bracket"]
     assert again.calls == []
     tighter = FakeSut()
     narrower = find_peak(settings, "sim:", tmp_path / "resumed",
-                         dataclasses.replace(CFG, tolerance=0.01), runner=tighter)
+                         dataclasses.replace(CFG, tolerance=0.01), runner=tighter).as_dict()
     rates = [p["target_qps"] for p in narrower["probes"]]
     assert tighter.calls and rates[:len(whole["probes"])] == [
         p["target_qps"] for p in whole["probes"]]
@@ -253,9 +254,10 @@ def test_find_peak_resumes_from_its_journal(settings: Settings, tmp_path: Path) 
 
 def test_find_peak_budget_and_harness(settings: Settings, tmp_path: Path) -> None:
     sut = FakeSut()
-    doc = find_peak(settings, "sim:", tmp_path / "b", CFG, budget_s=1e-9, runner=sut)
+    doc = find_peak(settings, "sim:", tmp_path / "b", CFG, budget_s=1e-9, runner=sut).as_dict()
     assert doc["status"] == "budget" and sut.calls == [] and doc["peak_qps"] == 0
-    limited = find_peak(settings, "sim:", tmp_path / "h", CFG, runner=FakeSut(harness_at=700))
+    limited = find_peak(settings, "sim:", tmp_path / "h", CFG,
+                        runner=FakeSut(harness_at=700)).as_dict()
     assert limited["harness_high"] and limited["bracket"][1] <= 700 * 1.05
     for p in limited["probes"]:  # harness-limited exactly when the verdict says issue_lag
         assert p["harness_limited"] == ("issue_lag" in p["reason_codes"]) == \
@@ -271,7 +273,7 @@ def test_a_far_miss_is_the_suts_and_the_search_goes_on(settings: Settings,
     far more than the issue lag, so the probe fails on the SUT and the search brackets."""
     cfg = dataclasses.replace(CFG, start_qps=4000)
     doc = find_peak(settings, "sim:", tmp_path, cfg, runner=FakeSut(capacity=100,
-                                                                    overload_lag_ms=3.0))
+                                                                    overload_lag_ms=3.0)).as_dict()
     far = [p for p in doc["probes"] if p["target_qps"] >= 2000]  # miss >= 38 ms > 10 lags
     assert far and all("issue_lag" in p["reason_codes"] for p in far)
     assert not any(p["harness_limited"] for p in far)
@@ -281,7 +283,7 @@ def test_a_far_miss_is_the_suts_and_the_search_goes_on(settings: Settings,
 
 def test_a_near_miss_with_lag_is_the_harnesss(settings: Settings, tmp_path: Path) -> None:
     doc = find_peak(settings, "sim:", tmp_path, CFG, runner=FakeSut(capacity=90,
-                                                                   overload_lag_ms=3.0))
+                                                                   overload_lag_ms=3.0)).as_dict()
     near = [p for p in doc["probes"] if 90 < p["target_qps"] <= 100]  # p99 < 2.3 ms: 0.3 over
     assert near and all(p["harness_limited"] for p in near)
 
@@ -290,7 +292,7 @@ def test_the_budget_counts_the_first_probe_by_its_plan(tmp_path: Path) -> None:
     long = load_settings(None, ["preset='dev'", "target_latency_ms=2", "target_qps=100",
                                 "min_duration_s=30", "warmup_s=1"])
     sut = FakeSut()
-    doc = find_peak(long, "sim:", tmp_path / "short", CFG, budget_s=30, runner=sut)
+    doc = find_peak(long, "sim:", tmp_path / "short", CFG, budget_s=30, runner=sut).as_dict()
     assert doc["status"] == "budget" and sut.calls == []  # 31 s at least: it cannot fit
     find_peak(long, "sim:", tmp_path / "enough", CFG, budget_s=200, runner=sut)
     assert sut.calls  # 10,000 queries at 100 QPS plus warm-up (101 s) fits in 200 s
@@ -325,7 +327,7 @@ def test_find_peak_matches_md1_theory(tmp_path: Path) -> None:
     cfg = SearchConfig(start_qps=round(0.6 * analytic), tolerance=0.03, repeats=2,
                        min_queries=5_000)
     doc = find_peak(settings, f"sim:service=const:{SERVICE_S * 1e6:g}us,servers=1",
-                    tmp_path, cfg, budget_s=120)
+                    tmp_path, cfg, budget_s=120).as_dict()
     if doc["harness_high"] or doc["status"] == "harness_limited":
         pytest.skip(f"the machine is too busy for the harness to keep its schedule: "
                     f"{doc['headline']}")
@@ -333,3 +335,27 @@ def test_find_peak_matches_md1_theory(tmp_path: Path) -> None:
     assert doc["status"] == "converged", doc["headline"]
     assert low <= 1.01 * analytic and high >= 0.95 * analytic, (doc["bracket"], analytic)
     assert math.isclose(doc["peak_qps"], analytic, rel_tol=0.05), (doc["peak_qps"], analytic)
+
+
+DATA = Path(__file__).parents[2] / "data" / "records"
+
+
+@pytest.mark.parametrize("name", ["peak_peak.json", "token_peak.json"])
+def test_peak_json_round_trips_byte_for_byte(name: str) -> None:
+    """peak.json as main's code wrote it (tests/data/records), read and written again."""
+    text = (DATA / name).read_text()
+    doc = PeakDocument.from_dict(json.loads(text))
+    assert json.dumps(doc.as_dict(), indent=2) + "\n" == text
+    assert doc.probes and all(p.sut_description is None for p in doc.probes)
+    if name == "token_peak.json":
+        assert doc.goal.goal == "attainment" and all(p.passed is not None for p in doc.probes)
+        assert all(p.token is not None and p.token.ttft_p99_ns > 0 for p in doc.probes)
+    else:
+        assert doc.bracket[0] == doc.peak_qps > 0 and doc.confidence is not None
+
+
+def test_journal_lines_round_trip_byte_for_byte() -> None:
+    lines = (DATA / "peak_journal.jsonl").read_text().splitlines()
+    probes = [Probe.from_dict(json.loads(line)) for line in lines[1:]]
+    assert [json.dumps(p.as_dict()) for p in probes] == lines[1:]
+    assert all(p.sut_description is not None and p.outcome == p.valid for p in probes)

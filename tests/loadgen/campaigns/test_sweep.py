@@ -24,8 +24,11 @@ from loadgen.errors import SettingsError, SutSpecError
 from loadgen.plan import settings as lg_settings
 from loadgen.plan.settings import load_settings
 from loadgen.report.result import RunResult
+from loadgen.report.sweepdoc import MetricSpread, SweepDocument, SweepPoint
 from tests.fairness import skip_if_host_busy
 from tests.loadgen.campaigns.test_search import fake_document
+
+DATA = Path(__file__).parents[2] / "data" / "records"
 
 
 @pytest.mark.parametrize(("text", "key", "values"), [
@@ -89,18 +92,18 @@ def _result(figures: dict[str, Any]) -> RunResult:
 
 
 def test_spread_and_noise() -> None:
-    assert spread([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "cv": 0.5, "n": 3}
-    assert spread([5.0])["cv"] is None
+    assert spread([3.0, 1.0, 2.0]) == MetricSpread(median=2.0, min=1.0, max=3.0, cv=0.5, n=3)
+    assert spread([5.0]).cv is None
     steady = {"qps_scheduled": 100.0, "qps_completed": 100.0, "goodput_qps": 100.0,
               "samples_per_s": 100.0, "query_latency_ns": {"p50": 10, "p90": 20, "p99": 30},
               "headline": {"name": "scheduled_qps", "value": 100.0}, "valid": True,
               "duration_s": 1.0}
     jumpy = steady | {"query_latency_ns": {"p50": 10, "p90": 20, "p99": 60}}
     agg = aggregate([_result(steady), _result(steady)])
-    assert not agg["noisy"] and agg["stats"]["latency_p99_ns"]["cv"] == 0
+    assert not agg.noisy and agg.stats["latency_p99_ns"].cv == 0
     agg = aggregate([_result(steady), _result(jumpy)])
-    assert agg["noisy"] and agg["noisy_metrics"] == ["latency_p99_ns"]
-    assert agg["stats"]["latency_p99_ns"]["median"] == 45 and agg["valid_launches"] == 2
+    assert agg.noisy and agg.noisy_metrics == ("latency_p99_ns",)
+    assert agg.stats["latency_p99_ns"].median == 45 and agg.valid_launches == 2
 
 
 TINY = ["preset='dev'", "min_duration_s=0.2", "warmup_s=0", "min_query_count=50",
@@ -114,7 +117,7 @@ def test_sweep_launches_are_fresh_and_aggregated(tmp_path: Path,
     monkeypatch.setattr(registry, "make_sut", lambda spec: built.append(spec) or make_sut(spec))
     settings = load_settings("scenarios/server.toml", TINY)
     axes = [parse_axis("target_qps=200,400")]
-    doc = run_sweep(settings, "null", axes, 2, tmp_path)
+    doc = run_sweep(settings, "null", axes, 2, tmp_path).as_dict()
     assert len(built) == 4  # a fresh SUT for every launch
     assert [p["values"] for p in doc["points"]] == [{"target_qps": 200}, {"target_qps": 400}]
     for point in doc["points"]:
@@ -137,13 +140,13 @@ def test_sweep_launches_are_fresh_and_aggregated(tmp_path: Path,
     saved = json.loads((tmp_path / "sweep.json").read_text())
     assert saved["launches"] == 2 and saved["grid"] == {"target_qps": [200, 400]}
     again = run_sweep(settings, "null", axes, 2, tmp_path)  # resumes: reuses all four
-    assert len(built) == 4 and again["points"][0]["stats"] == doc["points"][0]["stats"]
+    assert len(built) == 4 and again.as_dict()["points"][0]["stats"] == doc["points"][0]["stats"]
 
 
 def test_sweep_over_sut_knobs(tmp_path: Path) -> None:
     settings = load_settings("scenarios/server.toml", [*TINY, "target_qps=300"])
     axes = [parse_axis("sut.servers=1,2")]
-    doc = run_sweep(settings, "sim:service=const:1ms,servers=1", axes, 1, tmp_path)
+    doc = run_sweep(settings, "sim:service=const:1ms,servers=1", axes, 1, tmp_path).as_dict()
     assert [p["sut"] for p in doc["points"]] == ["sim:service=const:1ms,servers=1",
                                                   "sim:service=const:1ms,servers=2"]
     assert [p["sut_description"]["servers"] for p in doc["points"]] == [1, 2]
@@ -191,7 +194,8 @@ def test_sweep_retunes_a_remote_batcher_per_point_and_puts_it_back(tmp_path: Pat
 
     settings = load_settings("scenarios/server.toml", TINY)
     axes = [parse_axis("batcher.max_queue_delay_us=0,2000"), parse_axis("target_qps=200,400")]
-    doc = run_sweep(settings, REMOTE, axes, 1, tmp_path, runner=runner, retune=server)
+    doc = run_sweep(settings, REMOTE, axes, 1, tmp_path, runner=runner,
+                    retune=server).as_dict()
     assert seen == [0, 0, 2000, 2000]
     assert [p["batcher"]["max_queue_delay_us"] for p in doc["points"]] == [0, 0, 2000, 2000]
     assert server.calls[0] is None and server.calls[-1] == {"max_queue_delay_us": 100}
@@ -233,7 +237,18 @@ def test_batcher_axes_are_refused_before_running(tmp_path: Path, spec: str, axis
 def test_a_noisy_point_names_its_noisy_metrics() -> None:
     from loadgen.report.headline import noisy_flag
 
-    point = {"noisy_metrics": ["latency_p99_ns"],
-             "stats": {"latency_p99_ns": {"cv": 0.081}, "qps_scheduled": {"cv": 0.015}}}
+    doc = json.loads((DATA / "sweep.json").read_text())["points"][0]
+    stats = doc["stats"] | {"latency_p99_ns": doc["stats"]["latency_p99_ns"] | {"cv": 0.081}}
+    point = SweepPoint.from_dict(doc | {"noisy_metrics": ["latency_p99_ns"], "stats": stats})
     assert noisy_flag(point) == "NOISY (latency_p99_ns cv 8.1%)  "
-    assert noisy_flag({"noisy_metrics": [], "stats": {}}) == ""
+    assert noisy_flag(SweepPoint.from_dict(doc | {"noisy_metrics": []})) == ""
+
+
+def test_sweep_json_round_trips_byte_for_byte() -> None:
+    """sweep.json as main's code wrote it (tests/data/records), read and written again."""
+    text = (DATA / "sweep.json").read_text()
+    doc = SweepDocument.from_dict(json.loads(text))
+    assert json.dumps(doc.as_dict(), indent=2) + "\n" == text
+    assert [p.values for p in doc.points][:2] == [{"target_qps": 100, "sut.servers": "1"},
+                                                  {"target_qps": 100, "sut.servers": "2"}]
+    assert all(p.launches == 2 for p in doc.points)

@@ -113,18 +113,19 @@ def test_injected_offsets_are_measured_and_each_worker_starts_at_t0_plus_its_off
     engine = SkewedEngine(injected, drift_ns=250_000)
     spread = run_workers(plan, "fake", engine)
     block = spread.distributed
-    t0 = block["start_ns"]
-    for worker, figures, offset in zip(engine.workers, block["workers"], injected, strict=True):
-        error = figures["offset_error_ns"]
-        assert abs(figures["offset_ns"] - offset) <= error  # estimated within RTT/2
+    t0 = block.start_ns
+    for worker, figures, offset in zip(engine.workers, block.workers, injected, strict=True):
+        error = figures.offset_error_ns
+        assert figures.offset_after_error_ns is not None
+        assert abs(figures.offset_ns - offset) <= error  # estimated within RTT/2
         true_start = worker.deadline_ns - offset  # its deadline, on the driver's clock
         assert abs(true_start - t0) <= error  # corrected: it starts at T0 within the error
-        assert abs(figures["drift_ns"] - 250_000) <= error + figures["offset_after_error_ns"]
-        assert figures["host"] == f"host{worker.index}"
-    uncertainties = [f["offset_error_ns"] + abs(f["drift_ns"]) for f in block["workers"]]
-    assert block["skew_bound_ns"] == sum(uncertainties)
+        assert abs(figures.drift_ns - 250_000) <= error + figures.offset_after_error_ns
+        assert figures.host == f"host{worker.index}"
+    uncertainties = [f.offset_error_ns + abs(f.drift_ns) for f in block.workers]
+    assert block.skew_bound_ns == sum(uncertainties)
     assert isinstance(spread.outcome, SessionOutcome)
     times = spread.outcome.tally.times  # the merged tally is on the driver's clock
     assert times.start_ns == t0
     assert abs(times.measure_start_ns - (t0 + plan.warmup_ns)) <= max(
-        f["offset_error_ns"] for f in block["workers"])
+        f.offset_error_ns for f in block.workers)

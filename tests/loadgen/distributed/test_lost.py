@@ -15,6 +15,7 @@ from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size
 from loadgen.plan.settings import load_settings
 from loadgen.record.collect import Collector
+from loadgen.record.distributed import Distributed, WorkerClock
 from loadgen.record.tally import RunTimes
 
 RUN = ["preset='dev'", "target_latency_ms=50", "target_qps=400", "min_duration_s=5",
@@ -48,24 +49,34 @@ def test_a_lost_worker_invalidates_the_run_and_keeps_what_it_sent(tmp_path):
     r = run_test(plan, "null", tmp_path, engine=KillAfterFirstReport(victim=1))
     assert not r.valid and ReasonCode.WORKER_LOST in r.verdict.codes
     text = next(x.text for x in r.verdict.reasons if x.code is ReasonCode.WORKER_LOST)
-    lost, = r.distributed["lost"]
-    assert text.startswith(f"load process 1 on host {lost['host']} was lost")
+    assert r.distributed is not None
+    lost, = r.distributed.lost
+    assert text.startswith(f"load process 1 on host {lost.host} was lost")
     assert "scheduled time" in text and "missing" in text
-    assert lost["planned"] == share_size(plan, 1, 2)
-    assert 0 < lost["issued"] < lost["planned"]
-    assert lost["missing"] == lost["planned"] - lost["issued"]
-    assert 1.5 < lost["last_report_scheduled_s"] < 4
-    statuses = [w["status"] for w in r.distributed["workers"]]
+    assert lost.planned == share_size(plan, 1, 2)
+    assert 0 < lost.issued < lost.planned
+    assert lost.missing == lost.planned - lost.issued
+    assert 1.5 < lost.last_report_scheduled_s < 4
+    statuses = [w.status for w in r.distributed.workers]
     assert statuses == ["done", "lost"]
     survivor, partial = r.workers["per_worker"]
     assert survivor["issued"] == share_size(plan, 0, 2)  # the survivor finished its share
-    assert partial["issued"] == lost["issued"] and partial["queries"] > 0  # kept, up to its report
+    assert partial["issued"] == lost.issued and partial["queries"] > 0  # kept, up to its report
     assert r.stats.queries == survivor["queries"] + partial["queries"]
     assert r.stats.errors == 0
 
 
-def _block(skew_ns, lost=()):
-    return {"skew_bound_ns": skew_ns, "lost": list(lost)}
+def _clock(index, host, silence_s):
+    return WorkerClock(index=index, host=host, node="local", status="done", offset_ns=0,
+                       offset_error_ns=0, rtt_ns=0, start_lateness_ns=0, start_slack_ns=None,
+                       drift_ns=0, offset_after_ns=0, offset_after_error_ns=0,
+                       longest_silence_s=silence_s)
+
+
+def _block(skew_ns, workers=()):
+    return Distributed(engine="processes", version=None, nodes=1, split="seeded thinning",
+                       hosts=1, start_ns=0, start_margin_ns=0, release_cost_ns=0,
+                       skew_bound_ns=skew_ns, workers=tuple(workers))
 
 
 def test_the_skew_bound_warns_then_invalidates_above_the_warm_up():
@@ -83,9 +94,8 @@ def test_the_skew_bound_warns_then_invalidates_above_the_warm_up():
 
 def test_a_worker_silent_for_a_while_is_flagged():
     plan = RunPlan.of(load_settings(None, RUN))
-    workers = [{"index": 0, "host": "a", "status": "done", "longest_silence_s": 2.1},
-               {"index": 1, "host": "b", "status": "done", "longest_silence_s": 9.5}]
-    reasons, warnings = distributed_verdict(plan, {**_block(0), "workers": workers})
+    workers = [_clock(0, "a", 2.1), _clock(1, "b", 9.5)]
+    reasons, warnings = distributed_verdict(plan, _block(0, workers))
     assert not reasons and len(warnings) == 1
     assert warnings[0].startswith("worker 1 on host b sent no report for 9.5 s")
 
@@ -144,9 +154,9 @@ def test_the_watchdog_gives_up_a_silent_worker(monkeypatch):
     monkeypatch.setattr(driver, "LOST_AFTER_S", 0.3)
     plan = RunPlan.of(load_settings(None, RUN))
     spread = driver.run_workers(plan, "fake", _FakeEngine())
-    lost, = spread.distributed["lost"]
-    assert lost["index"] == 1 and lost["why"].startswith("silent for")
-    assert lost["issued"] == 3 and lost["last_report_scheduled_s"] == 1.5
-    assert lost["missing"] == share_size(plan, 1, 2) - 3
-    figures = spread.distributed["workers"][1]
-    assert figures["status"] == "lost" and figures["longest_silence_s"] >= 0.3  # rounded to ms
+    lost, = spread.distributed.lost
+    assert lost.index == 1 and lost.why.startswith("silent for")
+    assert lost.issued == 3 and lost.last_report_scheduled_s == 1.5
+    assert lost.missing == share_size(plan, 1, 2) - 3
+    figures = spread.distributed.workers[1]
+    assert figures.status == "lost" and figures.longest_silence_s >= 0.3  # rounded to ms

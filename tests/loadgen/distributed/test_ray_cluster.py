@@ -89,15 +89,16 @@ def test_workers_spread_over_nodes_and_their_sends_match_the_plan(cluster, tmp_p
         r = run_test(load_settings(None, RUN), spec, tmp_path, engine=RayEngine("auto"))
         arrivals = np.sort(np.array(server.stamps, dtype=np.int64))
     d = r.distributed
-    assert d["engine"] == "ray" and d["version"] == ray.__version__ and d["nodes"] == 3
-    placed = {w["node"] for w in d["workers"]}
+    assert d is not None
+    assert d.engine == "ray" and d.version == ray.__version__ and d.nodes == 3
+    placed = {w.node for w in d.workers}
     assert placed == {n.node_id for n in nodes}  # one worker on each node, none on the head
-    assert r.stats.errors == 0 and not d["lost"]
+    assert r.stats.errors == 0 and not d.lost
     assert not {ReasonCode.CLOCK_SKEW, ReasonCode.WORKER_LOST} & set(r.verdict.codes)
-    planned = read_schedule(tmp_path / "schedule.bin").offsets_ns + d["start_ns"]
+    planned = read_schedule(tmp_path / "schedule.bin").offsets_ns + d.start_ns
     assert arrivals.size == planned.size  # every planned query arrived, once
     early = planned - arrivals  # > 0: arrived before it was due on the driver's clock
-    assert early.max() <= d["skew_bound_ns"]  # none earlier than the skew bound allows
+    assert early.max() <= d.skew_bound_ns  # none earlier than the skew bound allows
     assert np.median(arrivals - planned) < 20_000_000  # and they follow the plan
 
 
@@ -114,15 +115,16 @@ def test_a_node_removed_mid_run_invalidates_the_run_and_keeps_the_survivor(clust
     r = run_test(plan, "null", tmp_path, progress=remove_once, engine=RayEngine("auto"))
     assert time.monotonic() - started < 120
     assert not r.valid and ReasonCode.WORKER_LOST in r.verdict.codes
-    lost, = r.distributed["lost"]
-    gone = next(w for w in r.distributed["workers"] if w["status"] == "lost")
-    kept = next(w for w in r.distributed["workers"] if w["status"] == "done")
-    assert gone["node"] == doomed.node_id and lost["index"] == gone["index"]
+    assert r.distributed is not None
+    lost, = r.distributed.lost
+    gone = next(w for w in r.distributed.workers if w.status == "lost")
+    kept = next(w for w in r.distributed.workers if w.status == "done")
+    assert gone.node == doomed.node_id and lost.index == gone.index
     text = next(x.text for x in r.verdict.reasons if x.code is ReasonCode.WORKER_LOST)
-    assert text.startswith(f"Ray worker {gone['index']} on host {lost['host']} was lost")
-    assert 0 < lost["issued"] < lost["planned"] == share_size(plan, gone["index"], 2)
-    survivor = next(w for w in r.workers["per_worker"] if w["index"] == kept["index"])
-    assert survivor["issued"] == share_size(plan, kept["index"], 2)  # finished its share
-    partial = next(w for w in r.workers["per_worker"] if w["index"] == gone["index"])
+    assert text.startswith(f"Ray worker {gone.index} on host {lost.host} was lost")
+    assert 0 < lost.issued < lost.planned == share_size(plan, gone.index, 2)
+    survivor = next(w for w in r.workers["per_worker"] if w["index"] == kept.index)
+    assert survivor["issued"] == share_size(plan, kept.index, 2)  # finished its share
+    partial = next(w for w in r.workers["per_worker"] if w["index"] == gone.index)
     assert partial["queries"] > 0  # the lost worker's reports up to its last are merged
     assert r.stats.queries == survivor["queries"] + partial["queries"] and r.stats.errors == 0

@@ -70,7 +70,7 @@ def test_token_streaming_replicas_get_the_prompts_and_report_their_streams():
     r = run_test(settings, f"replicas:round_robin:{sim};{sim}")
     ts = r.stats.token_stats
     assert ts is not None and ts.tokens.requests == r.stats.queries > 0
-    assert ts.latencies["ttft_ns"].summary["count"] == r.stats.queries
+    assert ts.latencies["ttft_ns"].summary.count == r.stats.queries
     assert ts.tokens.output_total == 6 * ts.tokens.requests  # the prompts' max_tokens reached
     reps = r.sut["replicas"]
     assert [x["sut"] for x in reps] == ["llmsim", "llmsim"]

@@ -11,6 +11,7 @@ from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import load_settings
 from loadgen.record.collect import Collector
+from loadgen.record.distributed import Distributed
 from loadgen.record.tally import RunTimes
 
 SERVER = ["preset='dev'", "target_latency_ms=300", "target_qps=300", "min_duration_s=2",
@@ -51,9 +52,9 @@ def test_a_slow_idle_reading_leaves_every_worker_released_in_time_and_the_run_va
     assert ReasonCode.CLOCK_SKEW not in r.verdict.codes
     assert r.valid, r.verdict.reasons
     block = r.distributed
-    assert block["start_margin_ns"] >= MIN_START_MARGIN_NS
-    assert 0 < block["release_cost_ns"] < block["start_margin_ns"]
-    assert all(w["start_slack_ns"] > 0 for w in block["workers"])
+    assert block is not None and block.start_margin_ns >= MIN_START_MARGIN_NS
+    assert 0 < block.release_cost_ns < block.start_margin_ns
+    assert all(w.start_slack_ns is not None and w.start_slack_ns > 0 for w in block.workers)
     assert 0 <= r.workers["driver"]["cpu_share"] < 1.5
     assert all(w["messages"] > 0 and w["sent_kib"] > 0 and w["longest_stall_ns"] is not None
                for w in per_worker)
@@ -123,7 +124,7 @@ class ScriptedEngine:
         pass
 
 
-def _codes(engine: ScriptedEngine) -> tuple[list[ReasonCode], dict]:
+def _codes(engine: ScriptedEngine) -> tuple[list[ReasonCode], Distributed]:
     plan = RunPlan.of(load_settings(None, SERVER))
     block = run_workers(plan, "fake", engine).distributed
     reasons, _ = distributed_verdict(plan, block)
@@ -133,7 +134,7 @@ def _codes(engine: ScriptedEngine) -> tuple[list[ReasonCode], dict]:
 def test_a_worker_released_after_its_first_query_is_start_late_not_clock_skew():
     codes, block = _codes(ScriptedEngine([40_000_000, -900_000_000]))
     assert codes == [ReasonCode.START_LATE]
-    assert [w["start_slack_ns"] for w in block["workers"]] == [40_000_000, -900_000_000]
+    assert [w.start_slack_ns for w in block.workers] == [40_000_000, -900_000_000]
     plan = RunPlan.of(load_settings(None, SERVER))
     reasons, _ = distributed_verdict(plan, block)
     assert "worker 1 on host host1 900.000 ms late" in reasons[0].text
@@ -147,4 +148,4 @@ def test_lateness_within_the_issue_lag_tolerance_is_no_fault():
 def test_workers_on_time_but_misaligned_give_clock_skew_alone():
     codes, block = _codes(ScriptedEngine([30_000_000, 30_000_000], drift_ns=400_000_000))
     assert codes == [ReasonCode.CLOCK_SKEW]
-    assert block["skew_bound_ns"] > RunPlan.of(load_settings(None, SERVER)).warmup_ns
+    assert block.skew_bound_ns > RunPlan.of(load_settings(None, SERVER)).warmup_ns

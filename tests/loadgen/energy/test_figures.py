@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from loadgen.judge.energy import EnergyFigures, energy_figures, output_tokens_of
+from loadgen.judge.tokenstats import TokenStats
 from loadgen.record.devices import FIELDS, Device, Unmeasured
 from loadgen.record.energy import EnergyTrace
+
+DATA = Path(__file__).parents[2] / "data" / "records"
 
 S = 1_000_000_000
 P, E = FIELDS.index("power_w"), FIELDS.index("energy_j")
@@ -110,8 +115,11 @@ def test_tokens_per_joule_for_token_runs_only() -> None:
     assert figures(tr, 0.0, 2.0).tokens_per_joule is None
     f = figures(tr, 0.0, 2.0, output_tokens=5000)
     assert f.output_tokens == 5000 and f.tokens_per_joule == pytest.approx(25.0)
-    assert output_tokens_of({"tokens": {"output_total": 5000, "input_total": 10}}) == 5000
-    assert output_tokens_of({}) is None and output_tokens_of({"tokens": {"output_total": None}}) is None
+    doc = json.loads((DATA / "token_workers_result.json").read_text())
+    token_stats = TokenStats.from_dict(doc)
+    assert token_stats is not None
+    assert output_tokens_of(token_stats) == doc["tokens"]["output_total"] > 0
+    assert output_tokens_of(None) is None
 
 
 def test_no_queries_leave_per_query_figures_unknown_not_zero() -> None:

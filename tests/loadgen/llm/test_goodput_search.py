@@ -55,7 +55,7 @@ def test_find_peak_on_llmsim_lands_on_the_capacity(tmp_path: Path) -> None:
         "output_tokens=16", "fixed_output=true", "max_issue_lag_ms=20"])
     cfg = SearchConfig(start_qps=round(0.6 * capacity), tolerance=0.03, repeats=1,
                        min_queries=50, goal="attainment", min_attainment=0.9)
-    doc = find_peak(settings, SPEC, tmp_path, cfg, budget_s=120)
+    doc = find_peak(settings, SPEC, tmp_path, cfg, budget_s=120).as_dict()
     assert doc["goal"] == {"goal": "attainment", "min_attainment": 0.9}
     on_capacity = doc["peak_qps"] == pytest.approx(capacity, rel=0.05)
     if not on_capacity and (doc["harness_high"] or doc["status"] == "harness_limited"):
@@ -64,6 +64,6 @@ def test_find_peak_on_llmsim_lands_on_the_capacity(tmp_path: Path) -> None:
     assert doc["status"] == "converged", doc["headline"]
     assert on_capacity, (doc["bracket"], capacity)
     again = find_peak(settings, SPEC, tmp_path, cfg, budget_s=120)  # replays its journal
-    assert again["bracket"] == doc["bracket"]
+    assert list(again.bracket) == doc["bracket"]
     with pytest.raises(Exception, match="other settings"):
         find_peak(settings, SPEC, tmp_path, dataclasses.replace(cfg, min_attainment=0.8))

@@ -52,7 +52,7 @@ def test_load_processes_merge_their_token_figures(tmp_path: Path, workers: int) 
     ts = result.stats.token_stats
     assert ts is not None
     assert ts.tokens.requests == result.stats.queries
-    assert ts.latencies["ttft_ns"].summary["count"] == result.stats.queries
+    assert ts.latencies["ttft_ns"].summary.count == result.stats.queries
 
 
 def test_single_stream_and_offline_runs_on_llmsim() -> None:
@@ -64,7 +64,7 @@ def test_single_stream_and_offline_runs_on_llmsim() -> None:
     ts = single.stats.token_stats
     assert ts is not None and ts.tokens.requests == single.stats.queries
     # one request at a time: TPOT is exactly one step of a batch of one (2.1 ms)
-    assert ts.latencies["tpot_ns"].summary["max"] == pytest.approx(2.1 * MS, rel=2e-3)
+    assert ts.latencies["tpot_ns"].summary.max == pytest.approx(2.1 * MS, rel=2e-3)
     # Offline: 1.1 x 700 x 0.5 s = 385 samples at about 625 a second (capacity_qps)
     offline = run_test(settings_from_mapping(common | {"scenario": "Offline",
                                                        "target_qps": 700.0}), SPEC)

@@ -183,8 +183,8 @@ def test_load_processes_merge_their_turns(tmp_path: Path) -> None:
     ts = result.stats.token_stats
     assert ts is not None
     assert sorted(ts.turns) == ["1", "2"]
-    assert ts.turns["1"]["count"] == ts.turns["2"]["count"]
-    assert 2 * ts.turns["1"]["count"] == ts.tokens.requests == result.stats.queries
+    assert ts.turns["1"].count == ts.turns["2"].count
+    assert 2 * ts.turns["1"].count == ts.tokens.requests == result.stats.queries
     rows, _ = read_binary(tmp_path)  # the merged query log: every query once, ids apart
     follow_ups = rows["query_id"][rows["query_id"] >= FOLLOW_UP_IDS]
     assert len(follow_ups) and len(np.unique(rows["query_id"])) == len(rows)

@@ -7,6 +7,7 @@ import pytest
 
 from loadgen.adapters.tokens import TokenStream
 from loadgen.judge.stats import RunStats, summarize
+from loadgen.judge.tokenstats import CacheFigures, HitRate, Reasoning
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.plan.tokenslo import TokenSlos
@@ -207,15 +208,14 @@ def test_cached_and_reasoning_tokens_total_over_the_requests_that_report_them() 
     stats = summarize(plan, c.tally(TIMES))
     assert stats.token_stats is not None
     tokens = stats.token_stats.tokens
-    assert tokens.cache == {"cached_tokens_total": 80, "requests_reporting": 2,
-                            "prompt_tokens_reporting": 200,
-                            "hit_rate": {"requested": None, "achieved": 0.4}}
-    assert tokens.reasoning == {"reasoning_tokens_total": 5, "requests_reporting": 1}
+    assert tokens.cache == CacheFigures(80, 2, 200, HitRate(None, 0.4))
+    assert tokens.reasoning == Reasoning(reasoning_tokens_total=5, requests_reporting=1)
     assert RunStats.from_dict(stats.as_dict()).token_stats == stats.token_stats
     doc = stats.as_dict()["tokens"]
     del doc["cache"], doc["reasoning"]  # a result written before these blocks existed
     old = type(tokens).from_dict(doc)
-    assert old.cache["hit_rate"]["achieved"] is None and old.reasoning == {}
+    assert old.cache.hit_rate.achieved is None and old.reasoning is None
+    assert old.as_dict()["reasoning"] == {}  # written back as it was read
 
 
 def test_token_latencies_gain_error_adjusted_tails() -> None:

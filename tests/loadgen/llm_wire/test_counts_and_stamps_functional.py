@@ -45,7 +45,7 @@ def test_itl_has_n_minus_one_values_when_chunks_carry_four_tokens(tmp_path: Path
     ts = result.stats.token_stats
     assert ts is not None and ts.tokens.requests >= 12 and ts.tokens.failed == 0
     assert ts.tokens.output_total == 33 * ts.tokens.requests  # the server's usage
-    assert ts.tokens.discrepancy["mismatched"] > 0  # the client counts 4-token chunks otherwise
+    assert ts.tokens.discrepancy.mismatched > 0  # the client counts 4-token chunks otherwise
     itl, tpot = ts.latency("itl_ns").summary, ts.latency("tpot_ns").summary
     assert itl["count"] == ts.tokens.output_total - ts.tokens.requests  # N - 1 each
     assert abs(itl["mean"] - tpot["mean"]) <= 0.05 * tpot["mean"] + 50_000

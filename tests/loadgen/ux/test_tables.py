@@ -5,6 +5,7 @@ durations formatted by the one formatter."""
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,11 @@ from loadgen.cli.main import main
 from loadgen.plan.settings import load_settings
 from loadgen.plan.units import format_duration
 from loadgen.report.overview import peak_table, sweep_table
+from loadgen.report.peakdoc import PeakDocument
 from loadgen.report.rows import SUMMARY_CSV, point_row, render_table, run_row
+from loadgen.report.sweepdoc import SweepDocument
+
+DATA = Path(__file__).parents[2] / "data" / "records"
 
 DEV = ["preset='dev'", "min_duration_s=0.5", "min_query_count=60", "energy='off'",
        "max_issue_lag_ms=1000", "target_latency_ms=100", "target_qps=100"]
@@ -56,7 +61,7 @@ def test_a_token_run_has_token_columns(tmp_path: Path) -> None:
         assert float(row[column]) > 0, column
     ts = result.stats.token_stats
     assert ts is not None
-    assert float(row["ttft_p99_ms"]) == pytest.approx(ts.latency("ttft_ns").summary["p99"] / 1e6)
+    assert float(row["ttft_p99_ms"]) == pytest.approx(ts.latency("ttft_ns").summary.p99 / 1e6)
     queries = [q for q in _csv(tmp_path / "queries.csv") if q["status"] == "ok"]
     assert queries and all(0 < int(q["ttft_ns"]) <= int(q["latency_ns"]) for q in queries)
     assert all(int(q["output_tokens"]) == 4 for q in queries)
@@ -100,11 +105,16 @@ def test_the_table_says_why_a_row_is_invalid() -> None:
 
 
 def test_peak_table_marks_harness_limited_probes() -> None:
-    doc = {"probes": [{"target_qps": 400.0, "trial": 0, "valid": False, "harness_limited": True,
-                       "row": {"offered_qps": 401.0, "valid": False, "reasons": "issue_lag"}}]}
+    written = json.loads((DATA / "peak_peak.json").read_text())
+    probe = written["probes"][0] | {
+        "target_qps": 400.0, "trial": 0, "valid": False, "harness_limited": True,
+        "row": {"offered_qps": 401.0, "valid": False, "reasons": "issue_lag"}}
+    doc = PeakDocument.from_dict(written | {"probes": [probe]})
     assert "INVALID issue_lag (harness-limited)" in peak_table(doc)
-    sweep = {"grid": {"target_qps": [1]}, "points": [
-        {"values": {"target_qps": 1}, "row": {"offered_qps": 1.0, "valid": True}}]}
+    written = json.loads((DATA / "sweep.json").read_text())
+    point = written["points"][0] | {"values": {"target_qps": 1},
+                                    "row": {"offered_qps": 1.0, "valid": True}}
+    sweep = SweepDocument.from_dict(written | {"grid": {"target_qps": [1]}, "points": [point]})
     assert sweep_table(sweep).splitlines()[1].split() == ["1", "1", "VALID"]
 
 
