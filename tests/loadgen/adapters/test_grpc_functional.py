@@ -19,7 +19,7 @@ from loadgen.errors import SutError, SutSpecError
 from loadgen.plan.settings import load_settings
 from oipwire.proto import grpc_predict_v2_pb2 as pb
 from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
-from tests.fairness import skip_if_host_unfair
+from tests.fairness import skip_if_host_busy, skip_if_host_unfair
 from tests.loadgen.adapters.test_http_functional import COMPONENTS, OFFLINE, SERVER, as_dict, run
 from tests.oipwire.oip_echo import spawn
 from tests.served import serve
@@ -94,6 +94,9 @@ def test_query_timeout_functional() -> None:
     with spawn(hang_every=20) as server:
         result = run(GrpcSut.from_spec(server.grpc("timeout_ms=100")), SERVER)
     assert set(result["errors_by_kind"]) == {"timeout"} and result["unfinished"] == 0
+    if result["queries"] < 200 or result["errors"] > result["queries"] / 10:  # 1 in 20 hangs
+        skip_if_host_busy(result, f"{result['errors']} of {result['errors'] + result['queries']}"
+                                  " queries unanswered in 100 ms where 1 in 20 hangs")
     assert result["errors"] >= 10 and result["queries"] >= 200  # min_query_count: the run waits
 
 
