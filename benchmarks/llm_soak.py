@@ -21,8 +21,6 @@ import json
 import os
 import random
 import re
-import selectors
-import signal
 import subprocess
 import sys
 import time
@@ -34,7 +32,10 @@ from typing import Any
 
 import aiohttp
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's `tests`
+
+from tests.served import ROOT, read_line, stop
+
 TOKEN = "soak-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 MAX_TOKENS = 16
@@ -195,15 +196,6 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def _line(proc: subprocess.Popen[str], timeout_s: float) -> str:
-    assert proc.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        if not selector.select(timeout_s):
-            raise TimeoutError("the server printed nothing in time")
-    return proc.stdout.readline().strip()
-
-
 async def _metric(session: aiohttp.ClientSession, url: str, name: str) -> float:
     async with session.get(url + "/metrics", headers=AUTH) as resp:
         text = await resp.text()
@@ -270,14 +262,15 @@ def main() -> int:
          "SOAK_TOKEN", "--model", args.model], cwd=ROOT, stdout=subprocess.PIPE, text=True,
         env=env)
     try:
-        url = "http://" + _line(proc, 300).rsplit("http=", 1)[1]
-        ready = _line(proc, 300)
+        url = "http://" + read_line(proc, 300).rsplit("http=", 1)[1]
+        ready = read_line(proc, 300)
         if not ready.startswith("ready"):
             raise RuntimeError(f"the server did not get ready: {ready!r}")
         figures = asyncio.run(soak(url, proc.pid, args.model.split(",")[0], args.minutes,
                                    args.concurrency, args.seed))
     finally:
-        _stop(proc)
+        stop(proc, 60)  # SIGTERM by pid, a kill after 60 s
+        proc.stdout.close()
     figures["server_exit"] = proc.returncode
     print(json.dumps(figures, indent=1))
     checks: dict[str, Callable[[dict[str, Any]], bool]] = {
@@ -293,19 +286,6 @@ def main() -> int:
     for name in checks:
         print(f"{'FAIL' if name in failed else 'ok  '} {name}")
     return 1 if failed else 0
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM by pid, a kill after 60 s."""
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 if __name__ == "__main__":

@@ -1,18 +1,17 @@
 """Parse the `key=value` options of `--sut builtin:MODEL,key=value,...`.
 
-Every value arrives as a string; each key has one parser, and an unknown key
-or a bad value raises `ConfigError` naming the key.
+Every value arrives as a string; each key has one parser (`sut.optionwords`), and an
+unknown key or a bad value raises `ConfigError` naming the key.
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sut.batcher import BatcherConfig
-from sut.errors import ConfigError
 from sut.models import MODEL_OPTIONS
+from sut.optionwords import Parser, at_least, flag, parse_words, word
 
 __all__ = ["OPTION_HELP", "ServiceOptions", "parse_options"]
 
@@ -35,54 +34,26 @@ class ServiceOptions:
     model_options: dict[str, str] = field(default_factory=dict)
 
 
-def _int(low: int) -> Callable[[str, str], int]:
-    def parse(key: str, raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ConfigError(key, f"want an integer, got {raw!r}") from None
-        if value < low:
-            raise ConfigError(key, f"must be >= {low}, got {value}")
-        return value
-
-    return parse
-
-
 def _sizes(key: str, raw: str) -> tuple[int, ...]:
-    parse = _int(1)
+    parse = at_least(1)
     return tuple(parse(key, part) for part in raw.split(";") if part.strip())
 
 
-def _flag(key: str, raw: str) -> bool:
-    word = raw.strip().lower()
-    if word in ("true", "1", "yes", "on"):
-        return True
-    if word in ("false", "0", "no", "off"):
-        return False
-    raise ConfigError(key, f"want true or false, got {raw!r}")
-
-
-def _word(key: str, raw: str) -> str:
-    if not raw:
-        raise ConfigError(key, "must not be empty")
-    return raw.strip().lower()
-
-
-_PARSERS: dict[str, Callable[[str, str], object]] = {
-    "max_batch_size": _int(1),
-    "max_queue_delay_us": _int(0),
+_PARSERS: dict[str, Parser] = {
+    "max_batch_size": at_least(1),
+    "max_queue_delay_us": at_least(0),
     "preferred_batch_sizes": _sizes,
-    "max_queue_size": _int(0),
-    "device": _word,
-    "instances": _int(1),
-    "pipelined": _flag,
-    "cuda_graphs": _flag,
-    "completion_thread": _flag,
-    "workers": _int(1),
-    "threads": _int(1),
-    "precision": _word,
-    "seed": _int(0),
-    "warmup": _int(0),
+    "max_queue_size": at_least(0),
+    "device": word,
+    "instances": at_least(1),
+    "pipelined": flag,
+    "cuda_graphs": flag,
+    "completion_thread": flag,
+    "workers": at_least(1),
+    "threads": at_least(1),
+    "precision": word,
+    "seed": at_least(0),
+    "warmup": at_least(0),
 }
 
 OPTION_HELP: dict[str, str] = {
@@ -112,16 +83,8 @@ _BATCHER_KEYS = ("max_batch_size", "max_queue_delay_us", "preferred_batch_sizes"
 
 def parse_options(options: Mapping[str, str]) -> ServiceOptions:
     """Typed, validated service options from their strings."""
-    values: dict[str, object] = {}
-    model_options: dict[str, str] = {}
-    for key, raw in options.items():
-        if key in MODEL_OPTIONS:
-            model_options[key] = raw
-        elif key in _PARSERS:
-            values[key] = _PARSERS[key](key, raw)
-        else:
-            close = difflib.get_close_matches(key, list(OPTION_HELP), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise ConfigError(key, f"unknown option{hint}; known: {', '.join(sorted(OPTION_HELP))}")
+    model_options = {key: raw for key, raw in options.items() if key in MODEL_OPTIONS}
+    values = parse_words({key: raw for key, raw in options.items() if key not in MODEL_OPTIONS},
+                         _PARSERS, "option", OPTION_HELP)
     batcher = BatcherConfig(**{k: values.pop(k) for k in _BATCHER_KEYS if k in values})  # type: ignore[arg-type]
     return ServiceOptions(batcher=batcher, model_options=model_options, **values)  # type: ignore[arg-type]

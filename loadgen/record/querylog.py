@@ -12,7 +12,8 @@ end `queries.csv` is written from it:
 times relative to the run's start; `latency_ns` is done minus scheduled (the latency the
 verdict reads); `ttft_ns` the first token from the schedule; status is ``ok`` or the error
 kind (a failed stream's token cells are empty).
-A torn last record (a crash mid-write) is ignored by `read_binary`.
+A torn last record (a crash mid-write) is ignored (`whole_records`); `read_kinds` reads the
+kind codes of a log (a run's, or one worker's part).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["BINARY_FILE", "CSV_FILE", "FLUSH_ROWS", "RECORD", "QueryLog", "read_binary"]
+__all__ = ["BINARY_FILE", "CSV_FILE", "FLUSH_ROWS", "RECORD", "QueryLog", "read_binary",
+           "read_kinds", "whole_records"]
 
 BINARY_FILE = "queries.bin"
 CSV_FILE = "queries.csv"
@@ -109,8 +111,7 @@ class QueryLog:
             out.write("query_id,scheduled_ns,sent_ns,done_ns,latency_ns,status"
                       + (",ttft_ns,output_tokens\n" if tokens else "\n"))
             while chunk := src.read(step):
-                part = np.frombuffer(chunk[: len(chunk) // RECORD.itemsize * RECORD.itemsize],
-                                     dtype=RECORD)
+                part = np.frombuffer(whole_records(chunk), dtype=RECORD)
                 columns = [part[name].tolist() for name in (
                     "query_id", "scheduled_ns", "sent_ns", "done_ns", "status", "ttft_ns",
                     "output_tokens")]
@@ -134,7 +135,16 @@ def _line(query: int, scheduled: int, sent: int, done: int, status: int, ttft: i
 def read_binary(out_dir: Path) -> tuple[np.ndarray, dict[str, int]]:
     """The rows of a run's `queries.bin` (whole records only) and its kind codes."""
     raw = (out_dir / BINARY_FILE).read_bytes()
-    whole = len(raw) // RECORD.itemsize * RECORD.itemsize
-    kinds_path = out_dir / KINDS_FILE
-    kinds = json.loads(kinds_path.read_text()) if kinds_path.exists() else {"ok": 0}
-    return np.frombuffer(raw[:whole], dtype=RECORD), kinds
+    return np.frombuffer(whole_records(raw), dtype=RECORD), read_kinds(out_dir)
+
+
+def whole_records(data: bytes) -> bytes:
+    """`data` cut to whole RECORDs: a torn last one (a crash or a writer mid-write) left out."""
+    return data[:len(data) // RECORD.itemsize * RECORD.itemsize]
+
+
+def read_kinds(out_dir: Path) -> dict[str, int]:
+    """The kind codes of the query log in `out_dir` (`ok` alone where none were written)."""
+    path = out_dir / KINDS_FILE
+    kinds: dict[str, int] = json.loads(path.read_text()) if path.exists() else {"ok": 0}
+    return kinds

@@ -1,11 +1,10 @@
 """The LLM server's field checks: every value from a request body, before the engine sees it.
 
 Numbers are finite and in range (JSON lets through `NaN`, `Infinity` and integers of any size;
-none may reach the sampler); a temperature below `GREEDY_BELOW` is greedy, as vLLM treats it;
-a seed fits 64 bits. Text is valid Unicode (a lone surrogate such as `"\\ud800"` cannot be
-encoded). Stop strings are bounded in count and length, so one request cannot make every step
-slow. Fields the engine does not implement are refused, never silently ignored. Each failure
-is an `InvalidInput` whose message starts with the field's name.
+none may reach the sampler); a seed fits 64 bits. Text is valid Unicode (a lone surrogate such
+as `"\\ud800"` cannot be encoded). Stop strings are bounded in count and length, so one request
+cannot make every step slow. Fields the engine does not implement are refused, never silently
+ignored. Each failure is an `InvalidInput` whose message starts with the field's name.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from typing import Any
 from sut.errors import InvalidInput
 
 __all__ = [
-    "GREEDY_BELOW",
     "MAX_STOP_CHARS",
     "MAX_STOP_STRINGS",
     "flag",
@@ -30,7 +28,6 @@ __all__ = [
     "text",
 ]
 
-GREEDY_BELOW = 1e-5  # vLLM's _SAMPLING_EPS: a smaller temperature samples greedily
 MAX_STOP_STRINGS = 64
 MAX_STOP_CHARS = 256
 _INT64 = 2**63

@@ -26,11 +26,11 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sut.errors import ConfigError
+from sut.optionwords import Parser, flag, integer, number, parse_words, word
 
 __all__ = ["DTYPES", "KNOB_HELP", "EngineConfig", "parse_engine_options"]
 
@@ -103,48 +103,13 @@ def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ConfigError(key, f"want one of {', '.join(allowed)}, got {value!r}")
 
 
-def _int(key: str, raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(key, f"want an integer, got {raw!r}") from None
-
-
-def _float(key: str, raw: str) -> float:
-    try:
-        return float(raw)
-    except ValueError:
-        raise ConfigError(key, f"want a number, got {raw!r}") from None
-
-
-def _bool(key: str, raw: str) -> bool:
-    word = raw.strip().lower()
-    if word in ("1", "true", "yes", "on"):
-        return True
-    if word in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(key, f"want true or false, got {raw!r}")
-
-
-def _text(key: str, raw: str) -> str:
-    return raw.strip().lower()
-
-
-_PARSERS: dict[str, Callable[[str, str], object]] = {
-    field.name: {"int": _int, "int | None": _int, "float": _float, "bool": _bool,
-                 "str": _text}[str(field.type)]
+_PARSERS: dict[str, Parser] = {
+    field.name: {"int": integer, "int | None": integer, "float": number, "bool": flag,
+                 "str": word}[str(field.type)]
     for field in dataclasses.fields(EngineConfig)
 }
 
 
 def parse_engine_options(options: Mapping[str, str]) -> EngineConfig:
     """An `EngineConfig` from `key=value` text; ConfigError names an unknown key or bad value."""
-    values: dict[str, object] = {}
-    for key, raw in options.items():
-        parser = _PARSERS.get(key)
-        if parser is None:
-            close = difflib.get_close_matches(key, list(_PARSERS), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(key, f"unknown engine option{hint} (known: {', '.join(_PARSERS)})")
-        values[key] = parser(key, raw)
-    return EngineConfig(**values)  # type: ignore[arg-type]
+    return EngineConfig(**parse_words(options, _PARSERS, "engine option"))  # type: ignore[arg-type]

@@ -47,6 +47,7 @@ from sut.llm.blocks import BlockManager, chain_hash
 from sut.llm.config import EngineConfig
 from sut.llm.model import kv_shape, load_causal_model
 from sut.llm.runner import ModelRunner, default_kv_blocks, dtype_of, resolve_device
+from sut.llm.sampler import is_greedy
 from sut.llm.scheduler import Scheduler, StepPlan
 from sut.llm.sequence import Delta, RequestTimings, SamplingParams, Sequence
 from sut.llm.tokenizer import BOS
@@ -181,7 +182,7 @@ class LLMEngine:
         """Queue a request; its id. InvalidInput for one that can never run, Overloaded when
         `max_waiting` requests already wait."""
         self._check(prompt, params)
-        if params.temperature > 0 and params.seed is None:
+        if not is_greedy(params) and params.seed is None:
             params = dataclasses.replace(params, seed=self._seeds.getrandbits(31))
         with self._lock:
             if self._stopping:

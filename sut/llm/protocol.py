@@ -19,6 +19,7 @@ from typing import Any
 
 from sut.errors import InvalidInput
 from sut.llm import checks
+from sut.llm.sampler import GREEDY_BELOW
 from sut.llm.sequence import Delta, RequestTimings, SamplingParams
 from sut.llm.tokenizer import chat_prompt, encode
 
@@ -39,8 +40,8 @@ class Generation:
 
 def _params(body: Mapping[str, Any], max_tokens: int) -> tuple[SamplingParams, int]:
     temperature = checks.number(body, "temperature", 1.0, low=0.0)
-    if temperature < checks.GREEDY_BELOW:
-        temperature = 0.0  # too small to divide by: greedy, as vLLM
+    if temperature < GREEDY_BELOW:
+        temperature = 0.0  # the sampler's greedy rule, shown as 0
     checks.flag(body, "stream")
     params = SamplingParams(
         max_tokens=max_tokens, temperature=temperature,

@@ -26,7 +26,7 @@ from torch import nn
 from sut.llm.attention import PagedBatch
 from sut.llm.graphs import DecodeBuffers, DecodeGraphs
 from sut.llm.model import kv_shape
-from sut.llm.sampler import sample
+from sut.llm.sampler import is_greedy, sample
 from sut.llm.sequence import Sequence
 from sut.llm.tokenizer import EOS
 
@@ -282,7 +282,7 @@ def _greedy(logits: torch.Tensor, ends: list[int], done: list[Sequence]) -> torc
     rows (EOS masked where it would not end the sequence, then argmax); None when a row
     samples, when EOS is masked in some rows only, or when nothing is picked: `sample` then
     decides."""
-    if not ends or any(seq.params.temperature > 0 for seq in done):
+    if not ends or any(not is_greedy(seq.params) for seq in done):
         return None
     allowed = {seq.eos_allowed() for seq in done}
     if len(allowed) > 1:

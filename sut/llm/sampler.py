@@ -1,11 +1,12 @@
 """Pick the next token of each sequence from its logits: greedy, or seeded sampling.
 
-Greedy rows take the argmax. A sampled row applies temperature, top-k and top-p in float64
-(any finite temperature divides safely; the likeliest token survives any top_p), then draws
-with a generator seeded from (the request's seed, the output position), folded to 64 bits, so
-a sequence preempted and recomputed, or batched differently, draws the same tokens. EOS is masked where it
-would not end the sequence (short of `min_tokens`, or `ignore_eos`), so every token but a
-closing EOS is text.
+A row is greedy when its temperature is below `GREEDY_BELOW` (`is_greedy`: vLLM's rule, and
+the one rule every greedy path uses) and takes the argmax. A sampled row applies temperature,
+top-k and top-p in float64 (any finite temperature divides safely; the likeliest token survives
+any top_p), then draws with a generator seeded from (the request's seed, the output position),
+folded to 64 bits, so a sequence preempted and recomputed, or batched differently, draws the
+same tokens. EOS is masked where it would not end the sequence (short of `min_tokens`, or
+`ignore_eos`), so every token but a closing EOS is text.
 """
 
 from __future__ import annotations
@@ -14,12 +15,19 @@ from collections.abc import Sequence as Seq
 
 import torch
 
-from sut.llm.sequence import Sequence
+from sut.llm.sequence import SamplingParams, Sequence
 from sut.llm.tokenizer import EOS
 
-__all__ = ["sample"]
+__all__ = ["GREEDY_BELOW", "is_greedy", "sample"]
+
+GREEDY_BELOW = 1e-5  # vLLM's _SAMPLING_EPS: a smaller temperature is too small to divide by
 
 _SEED_STRIDE = 1_000_003
+
+
+def is_greedy(params: SamplingParams) -> bool:
+    """Whether a request takes the argmax: its temperature is below `GREEDY_BELOW`."""
+    return params.temperature < GREEDY_BELOW
 
 
 def sample(logits: torch.Tensor, seqs: Seq[Sequence]) -> list[int]:
@@ -29,7 +37,7 @@ def sample(logits: torch.Tensor, seqs: Seq[Sequence]) -> list[int]:
         logits = logits.clone()
         logits[blocked, EOS] = float("-inf")
     picked = logits.argmax(dim=-1)
-    random_rows = [i for i, seq in enumerate(seqs) if seq.params.temperature > 0]
+    random_rows = [i for i, seq in enumerate(seqs) if not is_greedy(seq.params)]
     if not random_rows:
         return [int(t) for t in picked.tolist()]
     tokens = [int(t) for t in picked.tolist()]

@@ -19,16 +19,22 @@ from loadgen.errors import LoadgenError
 from loadgen.plan.plan import RunPlan
 
 __all__ = ["DONE", "ERROR", "PROGRESS", "READY", "REPORT", "STARTED", "WORKERS_DIR", "Engine",
-           "Message", "Placement", "Worker", "WorkerLost"]
+           "Message", "Placement", "Worker", "WorkerLost", "worker_dir"]
 
 WORKERS_DIR = "workers"
-"""Each worker's own files go to RUN_DIR/WORKERS_DIR/<i>/, whatever engine runs it."""
+"""Each worker's own files go to RUN_DIR/WORKERS_DIR/<i>/ (`worker_dir`), whatever engine
+runs it."""
 
 READY, STARTED, REPORT, PROGRESS, DONE, ERROR = (
     "ready", "started", "report", "progress", "done", "error")
 Message = tuple[str, Any]
 """(kind, body): READY the SUT's description, STARTED {"start_slack_ns"} once released,
 REPORT, PROGRESS and DONE a `WorkerCore` dict, ERROR the failure's text."""
+
+
+def worker_dir(out_dir: Path, index: int) -> Path:
+    """Where worker `index` of a run in `out_dir` keeps its own files."""
+    return out_dir / WORKERS_DIR / str(index)
 
 
 class WorkerLost(LoadgenError):

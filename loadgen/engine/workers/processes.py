@@ -34,18 +34,18 @@ from loadgen.engine.session import run_loop
 from loadgen.engine.workers.base import (
     ERROR,
     READY,
-    WORKERS_DIR,
     Message,
     Placement,
     Worker,
     WorkerLost,
+    worker_dir,
 )
 from loadgen.engine.workers.core import WorkerCore
 from loadgen.engine.workers.placement import pin_plan
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import TestSettings
-from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, RECORD
+from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, RECORD, read_kinds, whole_records
 
 __all__ = ["LocalProcesses", "merge_logs", "workers_warning"]
 
@@ -182,7 +182,7 @@ class LocalProcesses:
             os.sched_setaffinity(0, pins.driver)
         for i in range(count):
             mine, theirs = ctx.Pipe()
-            log_dir = None if out_dir is None else out_dir / WORKERS_DIR / str(i)
+            log_dir = None if out_dir is None else worker_dir(out_dir, i)
             cpus = None if pins is None else pins.workers[i]
             proc = ctx.Process(target=_child, args=(plan, spec, i, count, theirs, log_dir, cpus),
                                name=f"loadgen-worker-{i}", daemon=True)
@@ -229,18 +229,16 @@ def merge_logs(out_dir: Path, count: int) -> None:
     step = 1 << 20
     with open(out_dir / BINARY_FILE, "wb") as out:
         for i in range(count):
-            part_dir = out_dir / WORKERS_DIR / str(i)
+            part_dir = worker_dir(out_dir, i)
             if not (part_dir / BINARY_FILE).exists():
                 continue  # a worker lost before it logged
-            theirs = json.loads((part_dir / KINDS_FILE).read_text()) if (
-                part_dir / KINDS_FILE).exists() else {"ok": 0}
+            theirs = read_kinds(part_dir)
             recode = np.zeros(max(theirs.values()) + 1, dtype=np.int32)
             for kind, code in theirs.items():
                 recode[code] = kinds.setdefault(kind, len(kinds))
             with open(part_dir / BINARY_FILE, "rb") as src:
                 while chunk := src.read(step * RECORD.itemsize):
-                    whole = len(chunk) // RECORD.itemsize * RECORD.itemsize
-                    rows = np.frombuffer(chunk[:whole], dtype=RECORD).copy()
+                    rows = np.frombuffer(whole_records(chunk), dtype=RECORD).copy()
                     rows["status"] = recode[rows["status"]]
                     out.write(rows.tobytes())
     (out_dir / KINDS_FILE).write_text(json.dumps(kinds))

@@ -40,16 +40,16 @@ from typing import Any
 from loadgen.engine.workers.base import (
     ERROR,
     READY,
-    WORKERS_DIR,
     Message,
     Placement,
     Worker,
     WorkerLost,
+    worker_dir,
 )
 from loadgen.engine.workers.core import WorkerCore
 from loadgen.errors import SettingsError, SutError
 from loadgen.plan.plan import RunPlan
-from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, RECORD
+from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, read_kinds, whole_records
 
 __all__ = ["LOCAL_OBJECT_STORE_BYTES", "LOG", "LoadWorker", "RayEngine", "import_ray"]
 
@@ -148,13 +148,11 @@ class LoadWorker:
         with open(where / BINARY_FILE, "rb") as f:
             f.seek(self._log_sent)
             rows = f.read()
-        rows = rows[:len(rows) // RECORD.itemsize * RECORD.itemsize]
+        rows = whole_records(rows)
         if not rows:
             return None
         self._log_sent += len(rows)
-        kinds = json.loads((where / KINDS_FILE).read_text()) if (
-            where / KINDS_FILE).exists() else {"ok": 0}
-        return LOG, {"rows": rows, "kinds": kinds}
+        return LOG, {"rows": rows, "kinds": read_kinds(where)}
 
     async def interrupt(self) -> None:
         """Stop issuing now; the session drains and reports."""
@@ -285,7 +283,7 @@ class RayEngine:
                 scheduling_strategy=strategies[i],
             ).remote(plan, spec, i, count, out_dir is not None))
         self._workers = [_RayWorker(ray, i, a, None if out_dir is None
-                                    else out_dir / WORKERS_DIR / str(i))
+                                    else worker_dir(out_dir, i))
                          for i, a in enumerate(self._actors)]
         return list(self._workers)
 

@@ -2,7 +2,8 @@
 
 `TraceRows` holds, per row in file order, the arrival time in seconds, the input
 and output token lengths and (Mooncake only) the row's `hash_ids`. A loader
-refuses a bad row with `bad_row`, which names the file, the line and the field.
+reads its file with `TRACE_FILE` (`read_text`, `json_row`) and refuses a bad row with
+`bad_row`: `trace_file: FILE:LINE: FIELD: message`.
 """
 
 from __future__ import annotations
@@ -10,16 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from loadgen.errors import SettingsError
-from loadgen.plan.inputfile import json_object, read_input_text, row_error
+from loadgen.plan.inputfile import InputFile
 
-__all__ = ["MAX_ROWS", "TraceRows", "bad_row", "count_field", "json_row", "read_text",
-           "seconds_field"]
+__all__ = ["MAX_ROWS", "TRACE_FILE", "TraceRows", "bad_row", "count_field", "json_row",
+           "read_text", "seconds_field"]
 
 MAX_ROWS = 50_000_000
 
@@ -34,19 +33,8 @@ class TraceRows:
     hash_ids: tuple[tuple[int, ...], ...] | None = None
 
 
-def bad_row(path: str | Path, line: int, field: str, message: str) -> SettingsError:
-    """The error for one bad row: `trace_file: FILE:LINE: FIELD: message`."""
-    return row_error("trace_file", path, line, field, message)
-
-
-def read_text(path: str | Path) -> str:
-    """The file as UTF-8 text (a SettingsError naming it when it cannot be read)."""
-    return read_input_text("trace_file", path)
-
-
-def json_row(text: str, path: str | Path, line: int) -> dict[str, Any]:
-    """One JSONL row, which must be a JSON object."""
-    return json_object("trace_file", text, path, line)
+TRACE_FILE = InputFile("trace_file")
+bad_row, read_text, json_row = TRACE_FILE.bad_row, TRACE_FILE.read_text, TRACE_FILE.json_row
 
 
 def seconds_field(value: object, path: str | Path, line: int, field: str) -> float:

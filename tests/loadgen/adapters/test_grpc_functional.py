@@ -1,10 +1,10 @@
-"""The gRPC OIP adapter end to end through the engine, against the loopback echo server;
-and both remote adapters against the real `loadgen serve --model mlp`."""
+"""The gRPC OIP adapter: its spec, and answers in typed `contents`; both remote adapters
+against the real `loadgen serve --model mlp`. The scenarios it shares with HTTP against the
+loopback echo server: test_oip_functional."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
@@ -15,13 +15,12 @@ from loadgen.adapters.grpc import GrpcSut
 from loadgen.adapters.http import HttpSut
 from loadgen.adapters.registry import make_sut
 from loadgen.api import run_async, run_loop
-from loadgen.errors import SutError, SutSpecError
+from loadgen.errors import SutSpecError
 from loadgen.plan.settings import load_settings
 from oipwire.proto import grpc_predict_v2_pb2 as pb
 from oipwire.proto import grpc_predict_v2_pb2_grpc as pb_grpc
-from tests.fairness import skip_if_host_busy, skip_if_host_unfair
-from tests.loadgen.adapters.test_http_functional import COMPONENTS, OFFLINE, SERVER, as_dict, run
-from tests.oipwire.oip_echo import spawn
+from tests.fairness import skip_if_host_unfair
+from tests.loadgen.adapters.oiprun import COMPONENTS, OFFLINE, SERVER, as_dict, run
 from tests.served import serve
 
 
@@ -39,90 +38,6 @@ def test_spec_and_options() -> None:
                        ("grpcs://h:1/m?ca=/no/such/file", "ca")]:
         with pytest.raises(SutSpecError, match=word):
             make_sut(spec)
-
-
-@pytest.fixture(scope="module")
-def echo() -> Any:
-    with spawn(sleep_ms=1) as server:
-        yield server
-
-
-@pytest.mark.functional
-def test_server_scenario_valid_with_components_functional(echo: Any) -> None:
-    result = run(GrpcSut.from_spec(echo.grpc()), SERVER)
-    skip_if_host_unfair(result)
-    assert result["valid"], result["reasons"]
-    assert COMPONENTS <= set(result["components_ns"])
-    assert result["components_ns"]["compute"]["p50"] >= 900_000
-    assert result["sut"]["protocol"] == "grpc" and result["errors"] == 0
-
-
-@pytest.mark.functional
-def test_offline_valid_in_batches_functional(echo: Any) -> None:
-    result = run(GrpcSut.from_spec(echo.grpc("max_in_flight=1&batch=8&connections=2")), OFFLINE)
-    assert result["valid"], result["reasons"]
-    assert result["samples"] == 11000 and set(result["batch_sizes"]) == {"8"}
-    assert COMPONENTS <= set(result["components_ns"])
-
-
-@pytest.mark.functional
-def test_typed_contents_token_and_multistream_functional() -> None:
-    with spawn(token="s3cret") as server:
-        ok = run(GrpcSut.from_spec(server.grpc("binary=0&token=s3cret")),
-                 [*SERVER, "scenario='MultiStream'", "min_query_count=50", "min_duration_s=0.3"])
-        assert ok["valid"], ok["reasons"]
-        assert ok["batch_sizes"] == {"8": ok["queries"]}
-        bad = run(GrpcSut.from_spec(server.grpc("token=wrong")), [*SERVER, "min_duration_s=0.3"])
-    assert set(bad["errors_by_kind"]) == {"grpc_UNAUTHENTICATED"} and not bad["valid"]
-
-
-@pytest.mark.functional
-@pytest.mark.parametrize("code", ["UNAVAILABLE", "RESOURCE_EXHAUSTED"])
-def test_grpc_errors_counted_by_kind_functional(code: str) -> None:
-    with spawn(fail_every=4, fail_code=code) as server:
-        result = run(GrpcSut.from_spec(server.grpc()), [*SERVER, "warmup_s=0"])
-    errors = result["errors_by_kind"]
-    assert set(errors) == {f"grpc_{code}"} and not result["valid"]
-    assert abs(result["errors"] / (result["queries"] + result["errors"]) - 0.25) < 0.05
-    assert result["unfinished"] == 0
-    messages = result["errors_detail"][f"grpc_{code}"]["messages"]  # code: details
-    assert messages and all(m.startswith(f"{code}: ") for m in messages), messages
-
-
-@pytest.mark.functional
-def test_query_timeout_functional() -> None:
-    with spawn(hang_every=20) as server:
-        result = run(GrpcSut.from_spec(server.grpc("timeout_ms=100")), SERVER)
-    assert set(result["errors_by_kind"]) == {"timeout"} and result["unfinished"] == 0
-    if result["queries"] < 200 or result["errors"] > result["queries"] / 10:  # 1 in 20 hangs
-        skip_if_host_busy(result, f"{result['errors']} of {result['errors'] + result['queries']}"
-                                  " queries unanswered in 100 ms where 1 in 20 hangs")
-    assert result["errors"] >= 10 and result["queries"] >= 200  # min_query_count: the run waits
-
-
-@pytest.mark.functional
-def test_server_killed_mid_run_functional() -> None:
-    with spawn(sleep_ms=1) as server:
-        started = time.monotonic()
-        result = run(GrpcSut.from_spec(server.grpc()), [*SERVER, "min_duration_s=1.5"],
-                     during=server.proc.kill)
-        elapsed = time.monotonic() - started
-    assert not result["valid"] and result["unfinished"] == 0 and elapsed < 9
-    assert set(result["errors_by_kind"]) == {"grpc_UNAVAILABLE"}
-    assert result["queries"] >= 20 and result["errors"] >= 100  # killed after 20 answers
-
-
-@pytest.mark.functional
-def test_start_fails_cleanly_functional() -> None:
-    async def start(spec: str) -> None:
-        await GrpcSut.from_spec(spec).start(None, None)  # type: ignore[arg-type]
-
-    with spawn() as server:
-        with pytest.raises(SutError, match="not ready"):
-            run_loop(start(server.grpc().replace("/echo", "/nope")))
-        spec = server.grpc()
-    with pytest.raises(SutError, match="UNAVAILABLE"):
-        run_loop(start(spec))
 
 
 @pytest.mark.functional

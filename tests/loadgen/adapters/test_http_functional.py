@@ -1,19 +1,17 @@
-"""The HTTP OIP adapter end to end through the engine, against the loopback echo server."""
+"""The HTTP OIP adapter: its spec, head parsing and connection pool; end to end, what only
+HTTP has (connection resets, TLS). The scenarios it shares with gRPC: test_oip_functional."""
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from loadgen.adapters.base import SystemUnderTest
 from loadgen.adapters.http import HttpSut, Timings
 from loadgen.adapters.registry import make_sut
 from loadgen.adapters.wire import fasthttp
@@ -22,54 +20,8 @@ from loadgen.adapters.wire.queueing import Job, Pending
 from loadgen.api import run_async, run_loop
 from loadgen.errors import SutError, SutSpecError
 from loadgen.plan.settings import load_settings
-from tests.fairness import skip_if_host_busy, skip_if_host_unfair
+from tests.loadgen.adapters.oiprun import COMPONENTS, SERVER, as_dict, run
 from tests.oipwire.oip_echo import Behaviour, EchoServer, spawn
-
-SERVER = ["preset='dev'", "target_qps=500", "target_latency_ms=100", "warmup_s=0.5",
-          "min_duration_s=1", "min_query_count=200", "max_issue_lag_ms=25"]
-OFFLINE = ["preset='dev'", "scenario='Offline'", "target_qps=10000", "min_duration_s=1",
-           "min_query_count=1"]
-COMPONENTS = {"network", "queue", "batch_formation", "compute", "server_total"}
-
-
-class _After:
-    """A run monitor that calls `action()` once the run has seen `completions` measured
-    queries complete (so past the warm-up, with that many answered), whatever the host's speed."""
-
-    def __init__(self, action: Callable[[], object], completions: int = 20) -> None:
-        self.action = action
-        self.completions = completions
-        self._check: asyncio.TimerHandle | None = None
-
-    def start(self, settings: Any, sut: Any, collector: Any) -> None:
-        loop = asyncio.get_running_loop()
-
-        def check() -> None:
-            if collector.measured_queries >= self.completions:
-                self.action()
-            else:
-                self._check = loop.call_later(0.002, check)
-
-        self._check = loop.call_later(0.002, check)
-
-    def stop(self, result: Any) -> None:
-        if self._check is not None:
-            self._check.cancel()
-
-
-def as_dict(result: Any) -> dict[str, Any]:
-    """A run's result document (`run_async` answers a `RunResult`, or a dict before it)."""
-    doc: dict[str, Any] = result.to_dict() if hasattr(result, "to_dict") else result
-    return doc
-
-
-def run(sut: SystemUnderTest, overrides: list[str],
-        during: Callable[[], object] | None = None) -> dict[str, Any]:
-    """One run on uvloop; `during()` is called once 20 measured queries completed."""
-    monitors = [_After(during)] if during is not None else []
-    coro = run_async(load_settings(None, overrides), sut, monitors=monitors)
-    return as_dict(run_loop(asyncio.wait_for(coro, 60)))
-
 
 # -- pure parts ------------------------------------------------------------------------------
 
@@ -181,55 +133,6 @@ def test_response_heads_are_parsed_once_and_the_cache_is_bounded(
 # -- end to end ------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def echo() -> Any:
-    with spawn(sleep_ms=1) as server:
-        yield server
-
-
-@pytest.mark.functional
-def test_server_scenario_valid_with_components_functional(echo: Any) -> None:
-    result = run(HttpSut.from_spec(echo.http("connections=8")), SERVER)
-    skip_if_host_unfair(result)
-    assert result["valid"], result["reasons"]
-    assert COMPONENTS <= set(result["components_ns"])
-    assert result["components_ns"]["compute"]["p50"] >= 900_000
-    assert result["sut"]["protocol"] == "http" and result["sut"]["binary"] is True
-    assert result["errors"] == 0 and result["batch_sizes"] == {"1": result["queries"]}
-
-
-@pytest.mark.functional
-def test_offline_valid_in_batches_functional(echo: Any) -> None:
-    result = run(HttpSut.from_spec(echo.http("connections=1&batch=8")), OFFLINE)
-    assert result["valid"], result["reasons"]
-    assert result["samples"] == 11000 and COMPONENTS <= set(result["components_ns"])
-    assert set(result["batch_sizes"]) == {"8"}
-
-
-@pytest.mark.functional
-def test_json_bodies_token_and_multistream_functional() -> None:
-    with spawn(token="s3cret") as server:
-        ok = run(HttpSut.from_spec(server.http("binary=0&token=s3cret")),
-                 [*SERVER, "scenario='MultiStream'", "min_query_count=50", "min_duration_s=0.3"])
-        assert ok["valid"], ok["reasons"]
-        assert ok["batch_sizes"] == {"8": ok["queries"]}
-        bad = run(HttpSut.from_spec(server.http("token=wrong")), [*SERVER, "min_duration_s=0.3"])
-    assert set(bad["errors_by_kind"]) == {"http_401"} and not bad["valid"]
-
-
-@pytest.mark.functional
-@pytest.mark.parametrize("status", [503, 429])
-def test_http_errors_counted_by_kind_functional(status: int) -> None:
-    with spawn(fail_every=4, fail_status=status) as server:
-        result = run(HttpSut.from_spec(server.http()), [*SERVER, "warmup_s=0"])
-    errors = result["errors_by_kind"]
-    assert set(errors) == {f"http_{status}"} and not result["valid"]
-    assert abs(result["errors"] / (result["queries"] + result["errors"]) - 0.25) < 0.05
-    assert result["unfinished"] == 0
-    messages = result["errors_detail"][f"http_{status}"]["messages"]  # status line + message
-    assert messages and all(m.startswith(f"HTTP {status} ") for m in messages), messages
-
-
 @pytest.mark.functional
 def test_connection_reset_mid_run_functional() -> None:
     with spawn(reset_every=25) as server:
@@ -238,44 +141,6 @@ def test_connection_reset_mid_run_functional() -> None:
     assert all(m.startswith("connection") for m in
                result["errors_detail"]["connection_reset"]["messages"])
     assert result["errors"] >= 10 and result["queries"] >= 200 and result["unfinished"] == 0
-
-
-@pytest.mark.functional
-def test_query_timeout_functional() -> None:
-    with spawn(hang_every=20) as server:
-        result = run(HttpSut.from_spec(server.http("timeout_ms=100")), SERVER)
-    assert set(result["errors_by_kind"]) == {"timeout"} and result["unfinished"] == 0
-    if result["queries"] < 200 or result["errors"] > result["queries"] / 10:  # 1 in 20 hangs
-        skip_if_host_busy(result, f"{result['errors']} of {result['errors'] + result['queries']}"
-                                  " queries unanswered in 100 ms where 1 in 20 hangs")
-    assert result["errors_detail"]["timeout"]["messages"] == ["no answer in 100 ms"]
-    assert result["errors"] >= 10 and result["queries"] >= 200  # min_query_count: the run waits
-
-
-@pytest.mark.functional
-def test_server_killed_mid_run_functional() -> None:
-    with spawn(sleep_ms=1) as server:
-        started = time.monotonic()
-        result = run(HttpSut.from_spec(server.http("connections=8")),
-                     [*SERVER, "min_duration_s=1.5"], during=server.proc.kill)
-        elapsed = time.monotonic() - started
-    errors = result["errors_by_kind"]
-    assert not result["valid"] and result["unfinished"] == 0 and elapsed < 9
-    assert set(errors) <= {"connection_reset", "connect_error"} and errors.get("connect_error")
-    assert result["queries"] >= 20 and result["errors"] >= 100  # killed after 20 answers
-
-
-@pytest.mark.functional
-def test_start_fails_cleanly_functional() -> None:
-    async def start(spec: str) -> None:
-        await HttpSut.from_spec(spec).start(None, None)  # type: ignore[arg-type]
-
-    with spawn() as server:
-        with pytest.raises(SutError, match="not ready"):
-            run_loop(start(server.http().replace("/echo", "/nope")))
-        port = server.http_port
-    with pytest.raises(SutError, match=f"127.0.0.1:{port}"):
-        run_loop(start(f"http://127.0.0.1:{port}/echo"))
 
 
 @pytest.mark.functional

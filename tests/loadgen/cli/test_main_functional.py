@@ -4,9 +4,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+
+from tests.runs import interrupted_run
 
 pytestmark = pytest.mark.functional
 
@@ -62,21 +63,7 @@ def test_bad_settings_or_spec_exit_two_and_name_the_problem(tmp_path, args):
 
 
 def test_ctrl_c_writes_a_partial_result_marked_interrupted(tmp_path):
-    proc = subprocess.Popen([*LOADGEN, "run", "scenarios/server.toml", "--sut",
-                             "sim:service=const:200us", "--out", str(tmp_path), "--set",
-                             "preset='dev'", "--set", "min_duration_s=60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        log = tmp_path / "queries.bin"
-        while time.monotonic() < deadline and (not log.exists() or log.stat().st_size == 0):
-            time.sleep(0.1)  # polling for the run to get going, not synchronising with it
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 1, err
-    result = json.loads((tmp_path / "result.json").read_text())
+    result, out = interrupted_run(tmp_path, "sim:service=const:200us", signal.SIGINT)
     assert result["interrupted"] is True and not result["valid"]
     assert any("interrupted" in r for r in result["reasons"])
     assert result["reason_codes"][0] == "interrupted"

@@ -1,6 +1,5 @@
 """SIGTERM stops a run as Ctrl-C does (a partial result marked interrupted), and a second
-signal stops the drain against a stalled SUT instead of waiting out `drain_timeout_s`.
-The bounds on each wait are failsafes, wide enough for a busy host: the waits end on events."""
+signal stops the drain against a stalled SUT instead of waiting out `drain_timeout_s`."""
 
 from __future__ import annotations
 
@@ -8,34 +7,21 @@ import json
 import selectors
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from loadgen.engine.runner import ABANDONED
+from tests.runs import interrupted_run, start_run, wait_running
 
 pytestmark = pytest.mark.functional
 
+FAST = ("target_qps=500",)  # queries come fast: the log holds rows soon
+
 
 def _start(out: Path, sut: str, *settings: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "run", "scenarios/server.toml", "--sut", sut,
-         "--out", str(out), "--quiet", "--set", "preset='dev'", "--set", "min_duration_s=60",
-         "--set", "target_qps=500", *(a for s in settings for a in ("--set", s))],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _running(proc: subprocess.Popen[str], out: Path) -> None:
-    """Wait (120 s at most: an interpreter start on a busy host) until the run's query log
-    holds rows: the run is under way."""
-    log = out / "queries.bin"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None \
-            and (not log.exists() or log.stat().st_size == 0):
-        time.sleep(0.05)  # polling for the run to get going, not synchronising with it
-    assert proc.poll() is None and log.stat().st_size > 0
+    return start_run(out, sut, *FAST, *settings, quiet=True)
 
 
 def _said(proc: subprocess.Popen[str], words: str, timeout_s: float) -> None:
@@ -53,15 +39,8 @@ def _said(proc: subprocess.Popen[str], words: str, timeout_s: float) -> None:
 
 
 def test_sigterm_writes_a_partial_result_marked_interrupted(tmp_path: Path) -> None:
-    proc = _start(tmp_path, "sim:service=const:200us")
-    try:
-        _running(proc, tmp_path)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-    assert proc.returncode == 1, err
-    result = json.loads((tmp_path / "result.json").read_text())
+    result, _ = interrupted_run(tmp_path, "sim:service=const:200us", signal.SIGTERM, *FAST,
+                                quiet=True)
     assert result["interrupted"] is True and result["reason_codes"][0] == "interrupted"
     assert result["queries"] > 0 and (tmp_path / "summary.txt").stat().st_size > 0
 
@@ -69,7 +48,7 @@ def test_sigterm_writes_a_partial_result_marked_interrupted(tmp_path: Path) -> N
 def test_a_second_interrupt_stops_the_drain_of_a_stalled_sut(tmp_path: Path) -> None:
     proc = _start(tmp_path, "sim:service=const:200us,stall_after_s=0.2", "drain_timeout_s=900")
     try:
-        _running(proc, tmp_path)
+        wait_running(proc, tmp_path)
         began = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _said(proc, "interrupt again", 120)  # the first one is taken: it drains
@@ -79,7 +58,7 @@ def test_a_second_interrupt_stops_the_drain_of_a_stalled_sut(tmp_path: Path) -> 
     finally:
         proc.kill()
     assert proc.returncode == 1, err
-    assert took < 480  # not the 900 s drain (the bounds above leave room for a busy host)
+    assert took < 480  # not the 900 s drain (the waits' bounds leave room for a busy host)
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["interrupted"] is True and result["unfinished"] > 0
     assert ABANDONED in json.dumps(result["errors_detail"])

@@ -10,12 +10,11 @@ from loadgen.campaigns.sweep import parse_axis, run_sweep
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.report.html import build_report
 from loadgen.report.pareto import pareto_chart
+from tests.loadgen.llm.tokenrun import llmsim_spec, token_server
 
-SETTINGS = {"scenario": "Server", "preset": "dev", "min_duration_s": 0.5, "target_qps": 20.0,
-            "min_query_count": 8, "use_token_latencies": True, "ttft_latency_ms": 200.0,
-            "tpot_latency_ms": 6.0, "input_tokens": 40, "output_tokens": 8,
-            "fixed_output": True, "target_latency_percentile": 90.0, "max_issue_lag_ms": 50.0}
-SPEC = "llmsim:step_base=2ms,step_per_seq=1ms,prefill_per_token=10us,max_seqs=8"
+SETTINGS = token_server(min_duration_s=0.5, target_qps=20.0, min_query_count=8,
+                        ttft_latency_ms=200.0, tpot_latency_ms=6.0, input_tokens=40)
+SPEC = llmsim_spec("1ms")
 
 
 def test_a_token_sweep_gets_a_pareto_chart_and_csv(tmp_path: Path) -> None:

@@ -21,14 +21,13 @@ from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
 from loadgen.report.html import build_report
 from loadgen.report.result import read_result
+from tests.loadgen.llm.tokenrun import llmsim_spec, token_server
 
 pytestmark = pytest.mark.functional
 
-SERVER = {"scenario": "Server", "preset": "dev", "min_duration_s": 1.0, "target_qps": 40.0,
-          "min_query_count": 20, "use_token_latencies": True, "ttft_latency_ms": 50.0,
-          "tpot_latency_ms": 10.0, "input_tokens": 50, "output_tokens": 8,
-          "fixed_output": True, "target_latency_percentile": 90.0, "max_issue_lag_ms": 50.0}
-SPEC = "llmsim:step_base=2ms,step_per_seq=100us,prefill_per_token=10us,max_seqs=8"
+SERVER = token_server(min_duration_s=1.0, target_qps=40.0, min_query_count=20,
+                      ttft_latency_ms=50.0, tpot_latency_ms=10.0, input_tokens=50)
+SPEC = llmsim_spec("100us")
 
 
 def _sglang(n: int) -> str:

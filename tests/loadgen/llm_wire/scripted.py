@@ -13,21 +13,24 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from loadgen.adapters.registry import make_sut
 from loadgen.adapters.streaming import StreamingSut
 from loadgen.adapters.tokens import Prompt, TokenStream
 
 __all__ = ["CLOSE", "Collected", "Prompts", "ScriptedServer", "Served", "chat_chunk", "chunk",
-           "completion_chunk", "event", "head", "run_streams", "scripted", "sse_response"]
+           "completion_chunk", "event", "head", "run_bounded", "run_streams", "scripted",
+           "scripted_sut", "sse_response"]
 
 CLOSE = "close"
 HELLO = Prompt("hello", 1, 4)
 Step = bytes | float | str
+T = TypeVar("T")
 
 
 def head(status: int = 200, chunked: bool = True, length: int | None = None,
@@ -246,3 +249,16 @@ async def run_streams(sut: StreamingSut, count: int = 1,
     finally:
         await sut.stop()
     return sink, issued
+
+
+def scripted_sut(port: int, options: str = "", scheme: str = "openai") -> StreamingSut:
+    """A streaming SUT (`scheme`://) of model `m` on the loopback `port`, one request in
+    flight; `options` (`&key=value...`) on top."""
+    sut = make_sut(f"{scheme}://127.0.0.1:{port}/m?max_in_flight=1{options}")
+    assert isinstance(sut, StreamingSut)
+    return sut
+
+
+def run_bounded(coro: Coroutine[Any, Any, T], timeout_s: float = 30) -> T:
+    """`coro` run to its end in a new event loop, `timeout_s` at most."""
+    return asyncio.run(asyncio.wait_for(coro, timeout_s))

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from loadgen.adapters.registry import make_sut
-from loadgen.adapters.streaming import StreamingSut
 from loadgen.adapters.tokens import Prompt
 from loadgen.cli.main import main as cli_main
 from tests.loadgen.llm_wire.scripted import (
@@ -24,8 +23,10 @@ from tests.loadgen.llm_wire.scripted import (
     chunk,
     event,
     head,
+    run_bounded,
     run_streams,
     scripted,
+    scripted_sut,
     sse_response,
 )
 from tests.served import ROOT, port_server
@@ -53,11 +54,6 @@ def _answer(content_type: str | None, framing: str, body: bytes = PAGE) -> list[
     return [_head(content_type, framing, len(body)), body] + ([CLOSE] if framing == "close" else [])
 
 
-def _sut(scheme: str, port: int, options: str = "") -> StreamingSut:
-    sut = make_sut(f"{scheme}://127.0.0.1:{port}/m?max_in_flight=1{options}")
-    assert isinstance(sut, StreamingSut)
-    return sut
-
 
 def _failure(sink: Collected) -> tuple[str, str, Any]:
     assert not sink.streams, "counted as a success"
@@ -73,9 +69,10 @@ def _run(steps: list[Any], scheme: str = "openai", options: str = "",
          prompt: Prompt = HELLO) -> Collected:
     async def go() -> Collected:
         async with scripted([steps]) as server:
-            sink, _ = await run_streams(_sut(scheme, server.port, options), prompt=prompt)
+            sink, _ = await run_streams(scripted_sut(server.port, options, scheme),
+                                       prompt=prompt)
         return sink
-    return asyncio.run(asyncio.wait_for(go(), 30))
+    return run_bounded(go())
 
 
 # -- 12: a 200 that is not an event stream ------------------------------------------------------
@@ -144,11 +141,11 @@ def test_a_stream_past_its_time_cap_ends_as_an_error() -> None:
 
 
 def test_default_caps_grow_with_the_requests_max_tokens() -> None:
-    sut = _sut("openai", 1)
+    sut = scripted_sut(1)
     small, large = sut.caps(16), sut.caps(4096)
     assert all(a < b for a, b in zip(small, large, strict=True))
     assert large[1] > 4096 and large[2] > 600  # room for every token, and time for them
-    assert _sut("openai", 1, "&max_stream_events=7&max_stream_bytes=9&max_stream_s=3") \
+    assert scripted_sut(1, "&max_stream_events=7&max_stream_bytes=9&max_stream_s=3") \
         .caps(4096) == (9, 7, 3)
 
 
@@ -200,7 +197,7 @@ def test_an_oip_inference_answered_by_a_web_page_is_a_protocol_error() -> None:
                 await sut.stop()
         return sink
 
-    sink = asyncio.run(asyncio.wait_for(go(), 30))
+    sink = run_bounded(go())
     assert not sink.queries and 0 not in sink.streams
     _, kind, detail, _ = sink.failures[0]
     assert kind == "protocol_error" and detail is not None and "Welcome to nginx" in detail

@@ -25,20 +25,14 @@ from tests.loadgen.llm_wire.scripted import (
     completion_chunk,
     event,
     head,
+    run_bounded,
     run_streams,
     scripted,
+    scripted_sut,
     sse_response,
 )
 
 pytestmark = pytest.mark.functional
-
-
-def sut(port: int, options: str = "") -> OpenAISut:
-    return OpenAISut.from_spec(f"openai://127.0.0.1:{port}/m?max_in_flight=1{options}")
-
-
-def run(coro):  # type: ignore[no-untyped-def]
-    return asyncio.run(asyncio.wait_for(coro, 30))
 
 
 def test_role_only_first_chunk_is_no_token_and_usage_gives_the_counts() -> None:
@@ -47,7 +41,7 @@ def test_role_only_first_chunk_is_no_token_and_usage_gives_the_counts() -> None:
                   chat_chunk(choices=[], usage={"prompt_tokens": 5, "completion_tokens": 2,
                                                 "total_tokens": 7})]
         async with scripted([sse_response(events, gap_s=0.01)]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         _, stream = sink.streams[0]
         assert len(stream.chunk_ns) == 2 and stream.chunk_tokens == [1, 1]
         assert stream.first_answer == 0
@@ -57,7 +51,7 @@ def test_role_only_first_chunk_is_no_token_and_usage_gives_the_counts() -> None:
         assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
         assert body["messages"] == [{"role": "user", "content": "hello"}]
         assert body["model"] == "m" and body["max_tokens"] == 4
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize(("details", "cached", "reasoning"), [
@@ -74,10 +68,10 @@ def test_usage_details_give_cached_and_reasoning_tokens(
         events = [chat_chunk("Hel"), chat_chunk("lo", finish="length"),
                   chat_chunk(choices=[], usage=usage)]
         async with scripted([sse_response(events)]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         _, stream = sink.streams[0]
         assert (stream.cached_tokens, stream.reasoning_tokens) == (cached, reasoning)
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize("choices", [[], None, "missing"])
@@ -86,24 +80,24 @@ def test_a_usage_chunk_does_not_extend_the_stream(choices: object) -> None:
         usage = {"prompt_tokens": 3, "completion_tokens": 1}
         events = [chat_chunk("Hi"), chat_chunk(choices=choices, usage=usage)]
         async with scripted([sse_response(events, gap_s=0.05)]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         done_ns, stream = sink.streams[0]
         assert len(stream.chunk_ns) == 1 and stream.server_output_tokens == 1
         usage_write = server.served.writes[2][0]
         assert stream.chunk_ns[0] < usage_write <= done_ns  # E2E ends at the content chunk
-    run(go())
+    run_bounded(go())
 
 
 def test_without_usage_the_client_count_stands() -> None:
     async def go() -> None:
         async with scripted([sse_response([chat_chunk(" one"), chat_chunk(" two three")])]) \
                 as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         stream = sink.streams[0][1]
         assert stream.server_output_tokens is None
         assert stream.input_tokens == 1  # the workload's count of the prompt (HELLO)
         assert stream.chunk_tokens == [1, 2] and stream.output_tokens == 3
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize(("options", "tokenizer", "tokens"), [
@@ -116,12 +110,12 @@ def test_the_runs_tokenizer_counts_unless_the_spec_names_one(
     async def go() -> None:
         async with scripted([sse_response([chat_chunk(" one"), chat_chunk(" two three")])]) \
                 as server:
-            streaming = sut(server.port, options)
+            streaming = scripted_sut(server.port, options)
             sink, _ = await run_streams(streaming, tokenizer=tokenizer)
         assert sink.streams[0][1].chunk_tokens == tokens
         assert streaming.describe()["tokenizer"] == (tokenizer if not options and tokenizer
                                                       else "approx")
-    run(go())
+    run_bounded(go())
 
 
 def test_several_tokens_in_one_chunk_with_continuous_usage_take_the_servers_count() -> None:
@@ -130,13 +124,13 @@ def test_several_tokens_in_one_chunk_with_continuous_usage_take_the_servers_coun
                   chat_chunk(" b c", usage={"prompt_tokens": 2, "completion_tokens": 5}),
                   chat_chunk(choices=[], usage={"prompt_tokens": 2, "completion_tokens": 5})]
         async with scripted([sse_response(events)]) as server:
-            sink, _ = await run_streams(sut(server.port, "&continuous_usage=1"))
+            sink, _ = await run_streams(scripted_sut(server.port, "&continuous_usage=1"))
         stream = sink.streams[0][1]
         assert stream.chunk_tokens == [1, 4] and stream.client_tokens == 3
         assert stream.server_output_tokens == 5
         body = json.loads(server.served.requests[0].split(b"\r\n\r\n", 1)[1])
         assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
@@ -147,10 +141,10 @@ def test_reasoning_counts_for_ttft_not_ttfo(key: str) -> None:
                   chat_chunk(reasoning=" think", reasoning_key=key), chat_chunk("Yes"),
                   chat_chunk(" sir")]
         async with scripted([sse_response(events)]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         stream = sink.streams[0][1]
         assert len(stream.chunk_ns) == 5 and stream.first_answer == 3
-    run(go())
+    run_bounded(go())
 
 
 def test_events_split_across_reads_are_stamped_at_the_read_that_completes_them() -> None:
@@ -160,11 +154,11 @@ def test_events_split_across_reads_are_stamped_at_the_read_that_completes_them()
         steps = [head(), whole[:3], 0.03, whole[3:20], 0.03, whole[20:], 0.03,
                  chunk(event(b"[DONE]")) + chunk(b"")]
         async with scripted([steps]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         stream = sink.streams[0][1]
         last_part = server.served.writes[3][0]
         assert len(stream.chunk_ns) == 1 and stream.chunk_ns[0] >= last_part
-    run(go())
+    run_bounded(go())
 
 
 def test_a_chunk_cut_inside_its_data_hands_on_the_events_already_whole() -> None:
@@ -174,11 +168,11 @@ def test_a_chunk_cut_inside_its_data_hands_on_the_events_already_whole() -> None
         cut = len(whole) - len(event(chat_chunk("b"))) - 1
         steps = [head(), whole[:cut], 0.05, whole[cut:], chunk(event(b"[DONE]")), chunk(b"")]
         async with scripted([steps]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         stream = sink.streams[0][1]
         first, second = server.served.writes[1][0], server.served.writes[2][0]
         assert first <= stream.chunk_ns[0] < second <= stream.chunk_ns[1]
-    run(go())
+    run_bounded(go())
 
 
 def test_several_events_in_one_read_share_its_stamp_and_comments_are_skipped() -> None:
@@ -186,10 +180,10 @@ def test_several_events_in_one_read_share_its_stamp_and_comments_are_skipped() -
         body = b": ping\n\n" + b"".join(event(chat_chunk(t)) for t in ("a", "b", "c")) \
             + b": keep-alive\n\n" + event(b"[DONE]")
         async with scripted([[head(), chunk(body) + chunk(b"")]]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         stream = sink.streams[0][1]
         assert len(stream.chunk_ns) == 3 and len(set(stream.chunk_ns)) == 1
-    run(go())
+    run_bounded(go())
 
 
 def test_crlf_events_and_close_delimited_body() -> None:
@@ -197,18 +191,18 @@ def test_crlf_events_and_close_delimited_body() -> None:
         body = b"".join(b"data: " + json.dumps(chat_chunk(t)).encode() + b"\r\n\r\n"
                         for t in ("x", "y")) + b"data: [DONE]\r\n\r\n"
         async with scripted([[head(chunked=False), body, CLOSE]]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         assert len(sink.streams[0][1].chunk_ns) == 2
-    run(go())
+    run_bounded(go())
 
 
 def test_a_close_delimited_body_without_done_is_a_cut_stream() -> None:
     async def go() -> None:
         async with scripted([[head(chunked=False), event(chat_chunk("x")), CLOSE]]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         _, kind, _, stream = sink.failures[0]
         assert kind == "stream_cut" and stream is not None and len(stream.chunk_ns) == 1
-    run(go())
+    run_bounded(go())
 
 
 def test_an_in_band_error_after_200_fails_with_the_timings_kept_and_the_connection_reused() -> None:
@@ -218,23 +212,23 @@ def test_an_in_band_error_after_200_fails_with_the_timings_kept_and_the_connecti
         first = sse_response([chat_chunk("a"), chat_chunk("b"), error])
         second = sse_response([chat_chunk("ok")])
         async with scripted([first, second]) as server:
-            sink, _ = await run_streams(sut(server.port), count=2)
+            sink, _ = await run_streams(scripted_sut(server.port), count=2)
         _, kind, detail, stream = sink.failures[0]
         assert kind == "stream_error" and detail is not None and "out of KV cache" in detail
         assert stream is not None and len(stream.chunk_ns) == 2
         assert len(sink.streams[1][1].chunk_ns) == 1
         assert len(server.served.requests) == 2
-    run(go())
+    run_bounded(go())
 
 
 def test_a_stream_cut_mid_way_fails_with_its_partial_stream() -> None:
     async def go() -> None:
         steps = sse_response([chat_chunk("a"), chat_chunk("b")], done=False)[:-1] + [CLOSE]
         async with scripted([steps]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         _, kind, _, stream = sink.failures[0]
         assert kind == "stream_cut" and stream is not None and len(stream.chunk_ns) == 2
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize(("status", "phrase"), [(429, "Too Many Requests"), (400, "Bad Request")])
@@ -244,13 +238,13 @@ def test_an_error_status_before_the_stream(status: int, phrase: str) -> None:
         steps = [head(status, chunked=False, length=len(body)) + body,
                  *sse_response([chat_chunk("ok")])]
         async with scripted([steps[:1], steps[1:]]) as server:
-            sink, _ = await run_streams(sut(server.port), count=2)
+            sink, _ = await run_streams(scripted_sut(server.port), count=2)
         _, kind, detail, stream = sink.failures[0]
         assert kind == f"http_{status}" and stream is None
         assert detail is not None and detail.startswith(f"HTTP {status} {phrase}")
         assert "slow down" in detail
         assert 1 in sink.streams  # the connection was kept
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize(("finish", "short"), [("stop", 1), ("length", 0)])
@@ -258,22 +252,22 @@ def test_a_fixed_length_output_that_stops_early_is_counted(finish: str, short: i
     async def go() -> None:
         async with scripted([sse_response([chat_chunk("a"), chat_chunk("b", finish=finish)])]) \
                 as server:
-            target = sut(server.port)
+            target = scripted_sut(server.port)
             sink, _ = await run_streams(target, prompt=Prompt("p", 1, 2, fixed_output=True))
         assert sink.streams[0][1].finish_reason == finish
         assert target.describe()["fixed_output_short"] == short
         body = json.loads(server.served.requests[0].split(b"\r\n\r\n", 1)[1])
         assert body["ignore_eos"] is True and body["min_tokens"] == 2
-    run(go())
+    run_bounded(go())
 
 
 def test_a_one_token_output() -> None:
     async def go() -> None:
         async with scripted([sse_response([chat_chunk("Yes", finish="stop")])]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         stream = sink.streams[0][1]
         assert stream.chunk_tokens == [1] and stream.first_answer == 0
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize("usage", [True, False])
@@ -284,25 +278,25 @@ def test_completions_endpoint(usage: bool) -> None:
             events.append(completion_chunk(choices=[], usage={"prompt_tokens": 1,
                                                              "completion_tokens": 2}))
         async with scripted([sse_response(events)]) as server:
-            sink, _ = await run_streams(sut(server.port, "&endpoint=completions"))
+            sink, _ = await run_streams(scripted_sut(server.port, "&endpoint=completions"))
         stream = sink.streams[0][1]
         assert stream.chunk_tokens == [1, 1] and stream.first_answer == 0
         assert stream.server_output_tokens == (2 if usage else None)
         request = server.served.requests[0]
         assert request.startswith(b"POST /v1/completions HTTP/1.1")
         assert json.loads(request.split(b"\r\n\r\n", 1)[1])["prompt"] == "hello"
-    run(go())
+    run_bounded(go())
 
 
 def test_the_fast_path_reads_a_long_stream_and_escaped_text_alike() -> None:
     async def go() -> None:
         texts = [" w"] * 50 + ['"q"', "a\\b", " é", "\n"] + [" w"] * 10
         async with scripted([sse_response([chat_chunk(t) for t in texts])]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         stream = sink.streams[0][1]
         assert len(stream.chunk_ns) == len(texts) and all(n >= 1 for n in stream.chunk_tokens)
         assert stream.client_tokens == sum(stream.chunk_tokens)
-    run(go())
+    run_bounded(go())
 
 
 def test_streams_past_the_cap_wait_for_a_connection() -> None:
@@ -310,12 +304,12 @@ def test_streams_past_the_cap_wait_for_a_connection() -> None:
         scripts = [sse_response([chat_chunk("a"), chat_chunk("b")], gap_s=0.05)
                    for _ in range(3)]
         async with scripted(scripts) as server:
-            sink, issued = await run_streams(sut(server.port), count=3)
+            sink, issued = await run_streams(scripted_sut(server.port), count=3)
         ends = sorted(done for done, _ in sink.streams.values())
         firsts = sorted(stream.chunk_ns[0] for _, stream in sink.streams.values())
         assert firsts[1] >= ends[0] and firsts[2] >= ends[1]  # one at a time
         assert max(issued.values()) < ends[0]  # all were issued at once
-    run(go())
+    run_bounded(go())
 
 
 def test_api_key_from_the_environment_and_extra_fields(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -323,12 +317,12 @@ def test_api_key_from_the_environment_and_extra_fields(monkeypatch: pytest.Monke
 
     async def go() -> None:
         async with scripted([sse_response([chat_chunk("a")])]) as server:
-            await run_streams(sut(server.port, "&api_key_env=LLM_WIRE_TEST_KEY"
+            await run_streams(scripted_sut(server.port, "&api_key_env=LLM_WIRE_TEST_KEY"
                                                "&extra=%7B%22temperature%22%3A0%7D"))
         request = server.served.requests[0]
         assert b"\r\nAuthorization: Bearer sk-test\r\n" in request
         assert json.loads(request.split(b"\r\n\r\n", 1)[1])["temperature"] == 0
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -338,7 +332,7 @@ def test_api_key_from_the_environment_and_extra_fields(monkeypatch: pytest.Monke
 ])
 def test_bad_options_are_spec_errors(options: str, message: str) -> None:
     with pytest.raises(SutSpecError, match=message):
-        sut(1, options)
+        scripted_sut(1, options)
 
 
 def test_a_query_of_several_samples_reports_each_stream_then_the_query() -> None:
@@ -354,7 +348,7 @@ def test_a_query_of_several_samples_reports_each_stream_then_the_query() -> None
             await target.stop()
         assert len(sink.samples[7]) == 3 and all(len(s.chunk_ns) == 2 for s in sink.samples[7])
         assert sink.queries[7] == max(s.chunk_ns[-1] for s in sink.samples[7])
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
@@ -370,13 +364,13 @@ def test_many_chunks_in_one_read_take_the_bulk_paths(eol: bytes) -> None:
         third = len(body) // 3
         steps = [head(), body[:third], 0.03, body[third:2 * third], 0.03, body[2 * third:]]
         async with scripted([steps]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         stream = sink.streams[0][1]
         assert len(stream.chunk_ns) == 300 and stream.first_answer == 0
         assert stream.chunk_tokens == [2] * 300 and stream.client_tokens == 600
         assert stream.server_output_tokens == 600
         assert len(set(stream.chunk_ns)) == 3  # one stamp per read
-    run(go())
+    run_bounded(go())
 
 
 def test_a_chunk_size_that_lies_is_a_protocol_error() -> None:
@@ -384,10 +378,10 @@ def test_a_chunk_size_that_lies_is_a_protocol_error() -> None:
         good = b"".join(chunk(event(chat_chunk(" a"))) for _ in range(20))
         bad = good.replace(b"%x\r\n" % len(event(chat_chunk(" a"))), b"ff\r\n", 1)
         async with scripted([[head(), bad]]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         _, kind, detail, _ = sink.failures[0]
         assert kind == "protocol_error" and detail is not None and "CRLF" in detail
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize("quoted", [False, True])
@@ -403,12 +397,12 @@ def test_one_read_learns_the_template_mid_way_and_stops_at_an_in_band_error(quot
             error, chat_chunk(" late")]
         body = b"".join(chunk(event(e)) for e in events) + chunk(b"data: [DONE]\n\n") + chunk(b"")
         async with scripted([[head(), body]]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         _, kind, detail, stream = sink.failures[0]
         assert kind == "stream_error" and detail is not None and "boom" in detail
         assert stream is not None and len(stream.chunk_ns) == 200 and stream.first_answer == 0
         assert stream.client_tokens == sum(stream.chunk_tokens) >= 200
-    run(go())
+    run_bounded(go())
 
 
 @pytest.mark.parametrize("size_line", [b"%X", b"%04x"])
@@ -419,10 +413,10 @@ def test_bulk_reads_take_uppercase_and_zero_padded_chunk_sizes(size_line: bytes)
         body = b"".join(size_line % len(e) + b"\r\n" + e + b"\r\n" for e in events)
         body += chunk(b"data: [DONE]\n\n") + chunk(b"")
         async with scripted([[head(), body]]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         stream = sink.streams[0][1]
         assert len(stream.chunk_ns) == 100 and stream.client_tokens == sum(stream.chunk_tokens)
-    run(go())
+    run_bounded(go())
 
 
 def test_one_event_a_read_after_the_template_is_learnt() -> None:
@@ -435,10 +429,10 @@ def test_one_event_a_read_after_the_template_is_learnt() -> None:
         steps[-2:-2] = [0.02, chunk(b": ping\n\n")]
         steps += [0.02, chunk(event(error)), chunk(b"")]
         async with scripted([steps]) as server:
-            sink, _ = await run_streams(sut(server.port))
+            sink, _ = await run_streams(scripted_sut(server.port))
         _, kind, detail, stream = sink.failures[0]
         assert kind == "stream_error" and detail is not None and "late failure" in detail
         assert stream is not None and len(stream.chunk_ns) == len(texts)
         assert len(set(stream.chunk_ns)) == len(texts) and stream.first_answer == 0
         assert stream.client_tokens == sum(stream.chunk_tokens) >= len(texts)
-    run(go())
+    run_bounded(go())
