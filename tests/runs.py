@@ -46,6 +46,7 @@ def interrupted_run(out: Path, sut: str, signum: signal.Signals, *settings: str,
         stdout, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()
+        proc.wait(10)
     assert proc.returncode == 1, stderr
     result: dict[str, Any] = json.loads((out / "result.json").read_text())
     return result, stdout
