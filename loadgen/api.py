@@ -82,7 +82,9 @@ def judge(plan: RunPlan, outcome: SessionOutcome, warnings: Sequence[str] = (),
     `/metrics` (or why none was scraped; None with `server_metrics = "off"`); `memory`, an
     in-process SUT's (else the server's gauges give it); `endpoint`, what the endpoint said
     of itself before the run."""
-    stats = summarize(plan, outcome.tally, outcome.accuracy)
+    counted = outcome.sut.get("tokenizer")  # a streaming adapter's own counter, if named
+    stats = summarize(plan, outcome.tally, outcome.accuracy,
+                      counted if isinstance(counted, str) else None)
     reasons, spread_warnings = ([], []) if distributed is None else distributed_verdict(
         plan, distributed)
     if workers is not None:

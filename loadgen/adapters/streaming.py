@@ -431,12 +431,16 @@ class StreamingSut(abc.ABC):
                                    "is not set")
             self.headers["Authorization"] = f"Bearer {key}"
         self.fixed_output_short = 0
-        """Streams asked for a fixed output length that ended for another reason."""
+        """Streams asked for a fixed output length that ended short of it, for another
+        reason than `length`."""
         self._prompts: PromptSource | None = None
         self._sink: StreamSink | None = None
         self._completions: CompletionSink | None = None
         self._pool: StreamPool | None = None
         self._requests: dict[int, bytes] = {}
+        self.left_at_stop: dict[str, int] = {}
+        """Streams abandoned at `stop`: `queued` (waiting for a connection), `sent` (no
+        answer yet), `streaming` (answer begun); empty when none was."""
         self.histories = Histories()
         """Multi-turn sessions' earlier turns, sent again with each next turn."""
 
@@ -536,8 +540,9 @@ class StreamingSut(abc.ABC):
         if exchange.turn is not None and exchange.message is not None:
             self.histories.ended(exchange.turn, Exchanged(
                 exchange.message, "".join(exchange.answer or ()), stream.output_tokens))
-        if exchange.prompt.fixed_output and stream.finish_reason not in (None, "length"):
-            self.fixed_output_short += 1
+        if exchange.prompt.fixed_output and stream.finish_reason not in (None, "length") \
+                and stream.output_tokens < exchange.prompt.max_tokens:  # GuideLLM's mock
+            self.fixed_output_short += 1  # says "stop" at max_tokens: not short
         group = exchange.group
         if group is None:
             self.sink.streamed(exchange.query_id, now_ns, stream)
@@ -552,8 +557,10 @@ class StreamingSut(abc.ABC):
             self._completions.done(exchange.query_id, group.last_ns)
 
     async def stop(self) -> None:
-        """Close the connections; streams in flight are abandoned."""
+        """Close the connections; streams in flight are abandoned (and counted, by where
+        they were, in `left_at_stop`)."""
         if self._pool is not None:
+            self.left_at_stop = _left(self._pool)
             await self._pool.close()
             self._pool = None
 
@@ -565,7 +572,8 @@ class StreamingSut(abc.ABC):
                 "timeout_ms": self.timeout_ms, "tokenizer": self.tokenizer,
                 "ignore_eos": self.ignore_eos, "extra": sorted(self.extra),
                 "api_key": "api_key_env" in e.options,
-                "fixed_output_short": self.fixed_output_short}
+                "fixed_output_short": self.fixed_output_short} \
+            | ({"left_at_stop": self.left_at_stop} if self.left_at_stop else {})
 
     # -- what a protocol fills in -------------------------------------------------------------
 
@@ -581,6 +589,15 @@ class StreamingSut(abc.ABC):
     @abc.abstractmethod
     def read(self, exchange: Exchange, payload: bytes, now_ns: int) -> None:
         """Read one event's payload (the slow path); raise StreamError to fail the stream."""
+
+
+def _left(pool: StreamPool) -> dict[str, int]:
+    """Where the streams still open are: `queued`, `sent` (no head yet), `streaming`; {} if
+    none is (an unfinished run says whether the server ever answered them)."""
+    sent = [tag for tag in pool.in_flight() if isinstance(tag, Exchange) and not tag.failed]
+    streaming = sum(1 for tag in sent if tag.status)
+    left = {"queued": len(pool.pending), "sent": len(sent) - streaming, "streaming": streaming}
+    return left if any(left.values()) else {}
 
 
 def _json_object(endpoint: Endpoint, key: str) -> Mapping[str, Any]:

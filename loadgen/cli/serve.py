@@ -59,8 +59,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="largest request body or gRPC message (default %(default)s)")
     p.add_argument("--max-inflight", type=int, default=d.max_inflight,
                    help="infer requests held at once before 429 (default %(default)s)")
-    p.add_argument("--request-timeout-s", type=float, default=d.request_timeout_s,
-                   help="longest wait for a result before 504 (default %(default)s)")
+    p.add_argument("--request-timeout-s", type=float, default=None, metavar="S",
+                   help="longest wait for a result before 504; 0: no bound (default: none"
+                        f" for an LLM, as vLLM and SGLang; {d.request_timeout_s:g} s otherwise)")
     p.add_argument("--drain-timeout-s", type=float, default=d.drain_timeout_s,
                    help="longest wait for in-flight requests on shutdown (default %(default)s)")
     p.add_argument("--idle-timeout-s", type=float, default=d.idle_timeout_s,
@@ -122,19 +123,21 @@ def _serve(args: argparse.Namespace) -> int:
               f" {model.strip()!r} is not an LLM (tiny-llm, small-llm, causal:...)",
               file=sys.stderr)
         return EXIT_USAGE
+    llm = is_llm_model(model.strip())
     try:
         config = ServerConfig(
             host=args.host, http_port=args.http_port, grpc_port=args.grpc_port,
             auth_token=_auth_token(args), tls_cert=args.tls_cert, tls_key=args.tls_key,
             max_body_bytes=args.max_body_bytes, max_inflight=args.max_inflight,
-            request_timeout_s=args.request_timeout_s, drain_timeout_s=args.drain_timeout_s,
+            request_timeout_s=_request_timeout(args.request_timeout_s, llm),
+            drain_timeout_s=args.drain_timeout_s,
             idle_timeout_s=args.idle_timeout_s, read_timeout_s=args.read_timeout_s,
             max_connections=args.max_connections, max_streams=args.max_streams)
     except ValueError as exc:
         print(f"loadgen serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        if is_llm_model(model.strip()):
+        if llm:
             from sut.llm.server import serve_llm
 
             failed = serve_llm(model.strip(), {**options, **flags}, config)
@@ -146,6 +149,16 @@ def _serve(args: argparse.Namespace) -> int:
     except (SutError, OSError) as exc:
         print(f"loadgen serve: {exc}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _request_timeout(given: float | None, llm: bool) -> float | None:
+    """The request bound in force: none for an LLM unless given (a long generation is the
+    work a benchmark measures, not a fault), `ServerConfig`'s default otherwise; 0: none."""
+    from sut.server.core import ServerConfig
+
+    if given is None:
+        return None if llm else ServerConfig().request_timeout_s
+    return None if given == 0 else given
 
 
 def _auth_token(args: argparse.Namespace) -> str | None:

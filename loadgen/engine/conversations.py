@@ -6,7 +6,9 @@ count is drawn then (`plan.turns.SessionDraws`). When a turn's answer ends well 
 timers and sent then, timed from that scheduled moment like any query (a late send
 stays in its TTFT). A failed turn ends its session. Turn k of a session asks sample
 `s + k - 1` of the prompts (s: the session's sample), after the session's history,
-which the SUT keeps (`issue_turn`). Later turns take query ids from `FOLLOW_UP_IDS` up.
+which the SUT keeps (`issue_turn`); with a dataset's `conversations` (`dataset_turns`),
+sample s starts conversation s mod conversations, (first prompt, turns): turn k asks
+its first prompt + k - 1. Later turns take query ids from `FOLLOW_UP_IDS` up.
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ class Conversations:
 
     def __init__(self, shape: SessionShape, sut: SystemUnderTest,
                  call_at_ns: Callable[[int, Callable[[], None]], None], send: SendTurn,
-                 stopped: Callable[[], bool]) -> None:
+                 stopped: Callable[[], bool],
+                 conversations: tuple[tuple[int, int], ...] | None = None) -> None:
         issue_turn = getattr(sut, "issue_turn", None)
         if issue_turn is None:
             raise SutError(f"SUT {sut.name!r} cannot hold multi-turn sessions (turns): it "
                            "takes no issue_turn")
         self.issue_turn: Callable[[int, int, Turn], None] = issue_turn
         self._draws = SessionDraws(shape)
+        self._conversations = conversations
         self._call_at_ns, self._send, self._stopped = call_at_ns, send, stopped
         self._open: dict[int, tuple[Turn, int, bool]] = {}  # turn in flight -> its session
         self.pending = 0
@@ -45,7 +49,11 @@ class Conversations:
 
     def begin(self, query_id: int, sample: int, measured: bool) -> None:
         """Send a new session's first turn (query `query_id`, already registered)."""
-        turn = Turn(query_id, 1, self._draws.turns())
+        if self._conversations is None:
+            turn = Turn(query_id, 1, self._draws.turns())
+        else:  # a dataset's conversation: its own turns, from its first prompt
+            sample, count = self._conversations[sample % len(self._conversations)]
+            turn = Turn(query_id, 1, count)
         if not turn.last:
             self._open[query_id] = (turn, sample, measured)
         self.issue_turn(query_id, sample, turn)

@@ -30,6 +30,8 @@ import numpy as np
 from loadgen.adapters.base import SystemUnderTest
 from loadgen.adapters.tokens import Turn
 from loadgen.engine.conversations import FOLLOW_UP_IDS, Conversations
+from loadgen.engine.jobs import JobFlow
+from loadgen.plan.jobs import JobBook
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode
 from loadgen.plan.turns import session_shape
@@ -90,14 +92,23 @@ class Runner:
         self._ahead: collections.deque[tuple[np.ndarray, np.ndarray]] = collections.deque()
         self._ahead_queries = 0
         self._ahead_limit = PLAN_AHEAD_VALUES // (1 + plan.samples_per_query)
+        self.plan_ns = 0  # time spent planning the schedule (its cost shows in the result)
         shape = session_shape(plan.settings)
         self._sessions: Conversations | None = None
+        self._jobs: JobFlow | None = None
+        index, count = share  # load process `index` of `count`: its own follow-up ids
+        self._turn_ids = itertools.count(FOLLOW_UP_IDS + index, count)
         if shape is not None and plan.open_loop:  # multi-turn: later turns on the timers
             self._sessions = Conversations(shape, sut, self.call_at_ns, self._send_turn,
-                                           lambda: self._stop)
-            index, count = share  # load process `index` of `count`: its own follow-up ids
-            self._turn_ids = itertools.count(FOLLOW_UP_IDS + index, count)
+                                           lambda: self._stop,
+                                           getattr(plan.prompts, "conversations", None))
             collector.on_end = self._sessions.ended
+        if isinstance(plan.prompts, JobBook) and plan.open_loop:  # agentic jobs: steps too
+            assert collector.jobs is not None
+            self._jobs = JobFlow(plan.prompts, self.call_at_ns, self._send_request,
+                                 lambda: next(self._turn_ids), lambda: self._stop,
+                                 collector.jobs)
+            collector.on_end = self._jobs.ended
 
     # -- services for the SUT and the collector ---------------------------------------------
 
@@ -222,8 +233,9 @@ class Runner:
                 return
 
     def _drained(self) -> bool:
-        """Nothing in flight, and no session's next turn waiting to be sent."""
-        return self.collector.in_flight == 0 and not (self._sessions and self._sessions.pending)
+        """Nothing in flight, and no session's next turn or job's next step waiting."""
+        return self.collector.in_flight == 0 and not (self._sessions and self._sessions.pending) \
+            and not (self._jobs and self._jobs.pending)
 
     def _drained_or_abandoned(self) -> bool:
         """Drained, or a second interrupt said not to wait any longer."""
@@ -243,12 +255,15 @@ class Runner:
 
     def _plan_chunk(self) -> bool:
         """Plan one more chunk of the open-loop schedule; False once it is spent."""
+        began = time.perf_counter_ns()
         offsets = None if self._offsets is None else next(self._offsets, None)
+        if offsets is not None:
+            self._ahead.append((offsets, next(self._samples)))
+            self._ahead_queries += offsets.size
+        self.plan_ns += time.perf_counter_ns() - began
         if offsets is None:
             self._offsets = None
             return False
-        self._ahead.append((offsets, next(self._samples)))
-        self._ahead_queries += offsets.size
         return True
 
     def _tidy(self, slack_ns: int) -> bool:
@@ -274,6 +289,9 @@ class Runner:
 
     def _issue(self, scheduled: int, samples: np.ndarray, measured: bool) -> None:
         query_id = next(self._ids)
+        if self._jobs is not None:  # the job registers its requests as it sends them
+            self._jobs.begin(query_id, scheduled, int(samples[0]), measured)
+            return
         sent = time.perf_counter_ns()
         self.collector.issued_query(query_id, scheduled, sent, len(samples), measured)
         if self._sessions is None:
@@ -287,6 +305,11 @@ class Runner:
         query_id = next(self._turn_ids)
         self.collector.issued_query(query_id, scheduled, time.perf_counter_ns(), 1, measured)
         self._sessions.sent(query_id, sample, turn, measured)
+
+    def _send_request(self, query_id: int, scheduled: int, prompt: int, measured: bool) -> None:
+        """One request of a job's step, due at `scheduled`."""
+        self.collector.issued_query(query_id, scheduled, time.perf_counter_ns(), 1, measured)
+        self.sut.issue(query_id, np.array([prompt], dtype=np.int64))
 
     # -- waiting -----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.judge import early_stopping
 from loadgen.judge.adjusted import ADJUSTED_PERCENTILES, adjusted_percentiles, error_adjusted
+from loadgen.judge.jobstats import JobStats, summarize_jobs
 from loadgen.judge.tokenstats import TokenStats, summarize_tokens
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import IssueMode, Scenario
@@ -181,6 +182,7 @@ class RunStats:
     steps: list[dict[str, Any]] = field(default_factory=list, repr=False)
     histograms: dict[str, str] = field(default_factory=dict, repr=False)
     token_stats: TokenStats | None = None  # a token-stream run's figures (its own keys)
+    job_stats: JobStats | None = None  # agentic jobs' figures (result.json's `jobs`)
 
     def as_dict(self) -> dict[str, Any]:
         """result.json's figures (accuracy is written by the result, beside its target)."""
@@ -192,6 +194,10 @@ class RunStats:
             if f.name == "token_stats":
                 if value is not None:
                     out |= value.as_dict()
+                continue
+            if f.name == "job_stats":
+                if value is not None:
+                    out["jobs"] = value.as_dict()
                 continue
             if isinstance(value, LatencySummary | EarlyStopping):
                 value = value.as_dict()
@@ -211,6 +217,9 @@ class RunStats:
         for f in dataclasses.fields(cls):
             if f.name == "token_stats":
                 values[f.name] = TokenStats.from_dict(doc)
+                continue
+            if f.name == "job_stats":
+                values[f.name] = JobStats.from_dict(doc.get("jobs"))
                 continue
             if f.name not in doc:
                 continue
@@ -253,8 +262,10 @@ def measured_window_ns(plan: RunPlan, c: Tally) -> tuple[int, int]:
     return start, max(c.last_done_ns, start)
 
 
-def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunStats:
-    """Reduce a run's tally to the figures of record."""
+def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None,
+              tokenizer: str | None = None) -> RunStats:
+    """Reduce a run's tally to the figures of record (`tokenizer`: the one the SUT counted
+    tokens with, where it names its own)."""
     times = c.times
     start, end = measured_window_ns(plan, c)
     duration_s = (end - start) / 1e9
@@ -299,7 +310,8 @@ def summarize(plan: RunPlan, c: Tally, accuracy: Accuracy | None = None) -> RunS
         steps=_steps(plan, c),
         histograms={name: encode(h) for name, h in hists.items() if h.get_total_count()},
         token_stats=None if c.tokens is None else summarize_tokens(
-            plan, c.tokens, duration_s, times.unfinished),
+            plan, c.tokens, duration_s, times.unfinished, tokenizer),
+        job_stats=None if c.jobs is None else summarize_jobs(c.jobs, p),
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from loadgen.judge import early_stopping
 from loadgen.judge.adjusted import adjusted_percentiles, error_adjusted
 from loadgen.plan.plan import RunPlan
+from loadgen.plan.tokenizers.load import describe_tokenizer
 from loadgen.record.histograms import encode, percentile_ns, summary_ns
 from loadgen.record.tokens import TokenTally
 from loadgen.record.turns import TURN_METRICS
@@ -84,6 +85,9 @@ class TokenCounts:
     when none reported)}."""
     reasoning: dict[str, int] = dataclasses.field(default_factory=dict)
     """`reasoning_tokens_total` and `requests_reporting` (`completion_tokens_details`)."""
+    tokenizer: dict[str, str] | None = None
+    """Which tokenizer counted the client's token counts (`describe_tokenizer`: `name`,
+    `kind`); None in an older result."""
 
     def as_dict(self) -> dict[str, Any]:
         """result.json's `tokens`."""
@@ -93,7 +97,7 @@ class TokenCounts:
     def from_dict(cls, doc: dict[str, Any]) -> TokenCounts:
         """Read back `as_dict` (an older result without `cache` or `reasoning` reads as none
         reported)."""
-        defaults: dict[str, Any] = {"cache": cache_block({}), "reasoning": {}}
+        defaults: dict[str, Any] = {"cache": cache_block({}), "reasoning": {}, "tokenizer": None}
         return cls(**{f.name: doc.get(f.name, defaults.get(f.name, 0))
                       for f in dataclasses.fields(cls)})
 
@@ -217,9 +221,10 @@ def _failed_for(key: str, c: dict[str, int], unfinished: int) -> int | None:
 
 
 def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float,
-                     unfinished: int = 0) -> TokenStats:
+                     unfinished: int = 0, tokenizer: str | None = None) -> TokenStats:
     """Reduce a token tally to the figures of record (`unfinished`: queries still running
-    at the end, counted in the error-adjusted tails)."""
+    at the end, counted in the error-adjusted tails; `tokenizer`: the one that counted,
+    where the SUT named its own, else the plan's)."""
     h, c = t.histograms, t.counters
     per_s = (lambda n: n / duration_s) if duration_s > 0 else (lambda n: 0.0)
     percentiles = adjusted_percentiles(plan.settings.target_latency_percentile)
@@ -249,7 +254,8 @@ def summarize_tokens(plan: RunPlan, t: TokenTally, duration_s: float,
                      if c["server_total"] else 0.0},
         cache=cache_block(c, plan.cache_hit_requested),
         reasoning={"reasoning_tokens_total": c["reasoning_total"],
-                   "requests_reporting": c["reasoning_known"]})
+                   "requests_reporting": c["reasoning_known"]},
+        tokenizer=describe_tokenizer(tokenizer or plan.settings.tokenizer))
     attempted = c["streams"] + c["failed"]
     goodput = Goodput(plan.goodput_slos.as_dict(), c["good"], attempted,
                       c["good"] / attempted if attempted else 1.0, per_s(c["good"]),

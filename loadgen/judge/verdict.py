@@ -46,6 +46,7 @@ class ReasonCode(enum.StrEnum):
     NOTHING_MEASURED = "nothing_measured"  # no query completed in the measured window
     ERROR_ADJUSTED = "error_adjusted"  # judge_error_adjusted: the tail with failures counted
     CACHE_HIT_RATE = "cache_hit_rate"  # prefix_cache_hit_rate: the server's hits off target
+    JOB_DEADLINE = "job_deadline"  # job_deadline_ms: too many jobs over it, failed or unfinished
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,9 +291,26 @@ def cache_hit_rate(p: RunPlan, r: RunStats) -> Reason | None:
     return None
 
 
+def job_deadline(p: RunPlan, r: RunStats) -> Reason | None:
+    """Agentic jobs with `job_deadline_ms`: the jobs over it (failed and unfinished ones
+    included) few enough for early stopping at the SLO's percentile, as requests are."""
+    js = r.job_stats
+    if js is None or js.early_stopping is None or js.passes:
+        return None
+    es = js.early_stopping
+    allowed = es["max_missed_allowed"]
+    bound = (f"allows {allowed}" if allowed >= 0 else "allows none: too few jobs")
+    return Reason(ReasonCode.JOB_DEADLINE,
+                  f"{es['missed']} of {es['jobs']} jobs missed job_deadline_ms "
+                  f"{js.deadline_ms:g} ({js.failed} failed, {js.unfinished} unfinished): early "
+                  f"stopping at p{es['percentile']:g} with 99% confidence {bound}; needs at "
+                  f"least {es['min_jobs_needed']} jobs for that count (run longer: "
+                  "min_query_count counts jobs), a lower target_qps, or a later deadline")
+
+
 RULES: tuple[Rule, ...] = (not_interrupted, something_measured, min_duration, min_queries,
                            no_errors, latency_slo, error_adjusted_tail, issue_lag, accuracy,
-                           cache_hit_rate)
+                           cache_hit_rate, job_deadline)
 
 
 def _warnings(p: RunPlan, r: RunStats) -> list[str]:

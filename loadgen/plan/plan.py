@@ -108,6 +108,7 @@ class RunPlan:
     token_targets: TokenSlos = NO_TOKEN_SLOS  # MLPerf token mode: p99 TTFT and TPOT bounds
     goodput_slos: TokenSlos = NO_TOKEN_SLOS  # a request is good when it meets every one set
     cache_hit_requested: float | None = None  # the prefix-cache hit rate the workload asks
+    job_deadline_ns: int = 0  # `session_file` jobs: the end-to-end deadline; 0 = none
 
     @classmethod
     def of(cls, settings: TestSettings) -> RunPlan:
@@ -140,6 +141,7 @@ class RunPlan:
             arrival=arrival_for(s) if mode is IssueMode.OPEN else None,
             prompts=prompts,
             cache_hit_requested=requested_hit_rate(s, prompts),
+            job_deadline_ns=_ns(s.job_deadline_ms / 1e3),
             **token_bounds(s),
         )
 

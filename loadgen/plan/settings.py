@@ -19,6 +19,7 @@ from typing import Any
 from loadgen.errors import SettingsError, suggest
 from loadgen.plan.cpus import parse_cpus
 from loadgen.plan.datasets.rows import DATASET_FORMATS
+from loadgen.plan.jobs import check_jobs
 from loadgen.plan.lengths import LengthDist, parse_length
 from loadgen.plan.llmpresets import LLM_PRESETS, llm_preset
 from loadgen.plan.prefixcache import check_prefix_cache
@@ -156,6 +157,12 @@ class TestSettings:
         None, "turns per multi-turn session: a number or {dist = ...}; unset = single requests")
     think_time_ms: float | LengthDist = _f(  # noqa: RUF009 - _f makes a field()
         0.0, "between a session's answer and its next turn: ms or {dist = ...} (whole ms)")
+    dataset_turns: bool = _f(False, "dataset_format = \"sharegpt\": each conversation is a "
+                             "multi-turn session of its human turns, in order")
+    session_file: str = _f("", "agentic jobs (JSON or JSONL): steps of requests, fanned out "
+                           "and in, with think gaps; started at the plan's arrivals")
+    job_deadline_ms: float = _f(0.0, "session_file: a job's end-to-end deadline (its arrival "
+                                "to its last answer), judged with early stopping; 0 = none")
     goodput_ttft_ms: float = _f(0.0, "goodput SLO on TTFT; 0 = ttft_latency_ms (or none)")
     goodput_tpot_ms: float = _f(0.0, "goodput SLO on TPOT; 0 = tpot_latency_ms (or none)")
     goodput_itl_ms: float = _f(0.0, "goodput SLO on every gap between tokens; 0 = none")
@@ -224,13 +231,14 @@ def dev_token_queries(percentile: float) -> int:
 
 def _token_run(values: dict[str, Any]) -> bool:
     return any(values.get(k) not in (None, "", False)
-               for k in ("input_tokens", "dataset", "mlperf_model", "use_token_latencies"))
+               for k in ("input_tokens", "dataset", "mlperf_model", "use_token_latencies",
+                         "session_file"))
 
 _FIELDS = {f.name: f for f in dataclasses.fields(TestSettings)}
 _INT_KEYS = {n for n, f in _FIELDS.items() if f.type == "int"}
 _FLOAT_KEYS = {n for n, f in _FIELDS.items() if f.type == "float"}
 _BOOL_KEYS = {n for n, f in _FIELDS.items() if f.type == "bool"}
-_PATH_KEYS = ("trace_file", "schedule_file", "dataset")
+_PATH_KEYS = ("trace_file", "schedule_file", "dataset", "session_file")
 _RELATIVE_KEYS = (*_PATH_KEYS, "tokenizer")  # a tokenizer file is relative to the definition
 _LENGTH_KEYS = ("input_tokens", "output_tokens", "turns")
 
@@ -448,6 +456,7 @@ def _check_tokens(s: TestSettings, problems: list[str]) -> None:
                         "(set input_tokens)")
     check_turns(s, issue_mode(s) is IssueMode.OPEN,
                 s.input_tokens is not None or bool(s.dataset), problems)
+    check_jobs(s, issue_mode(s) is IssueMode.OPEN, problems)
 
 
 def settings_from_mapping(values: dict[str, Any]) -> TestSettings:

@@ -1,7 +1,7 @@
 """Multi-turn sessions: how many turns a session has and how long its user thinks.
 
 `turns` is a token length (`plan.lengths`: a number or a distribution table) read as a
-count of turns; `think_time_ms` a number of milliseconds (0 allowed) or a length table
+count of turns (or, with `dataset_turns`, each ShareGPT conversation's own human turns); `think_time_ms` a number of milliseconds (0 allowed) or a length table
 in whole milliseconds. A run with `turns` starts each session at an arrival of the plan
 (open loop) and sends each later turn a think time after the previous answer ended
 (`engine.conversations`). `SessionDraws` hands out the draws in order, seeded.
@@ -49,17 +49,21 @@ def think_time_dict(value: float | LengthDist) -> Any:
 class SessionShape:
     """The turns per session and the think time between them."""
 
-    turns: LengthDist
+    turns: LengthDist | None  # None: each conversation's own (`dataset_turns`)
     think_time_ms: float | LengthDist
     seed: int
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values for the plan's record."""
-        return {"turns": self.turns.as_dict(), "think_time_ms": think_time_dict(self.think_time_ms)}
+        return {"turns": "dataset" if self.turns is None else self.turns.as_dict(),
+                "think_time_ms": think_time_dict(self.think_time_ms)}
 
 
 def session_shape(settings: Any) -> SessionShape | None:
-    """The run's sessions, or None for single requests (`turns` unset or fixed at 1)."""
+    """The run's sessions, or None for single requests (`turns` unset or fixed at 1, and
+    no `dataset_turns`)."""
+    if getattr(settings, "dataset_turns", False):
+        return SessionShape(None, settings.think_time_ms, settings.workload_rng_seed)
     turns = getattr(settings, "turns", None)
     if turns is None or (turns.kind == "fixed" and turns.mean <= 1):
         return None
@@ -68,7 +72,14 @@ def session_shape(settings: Any) -> SessionShape | None:
 
 def check_turns(settings: Any, open_loop: bool, token_workload: bool,
                 problems: list[str]) -> None:
-    """Sessions need an open-loop run of single-sample queries over a token workload."""
+    """Sessions need an open-loop run of single-sample queries over a token workload;
+    `dataset_turns` a ShareGPT dataset and no `turns`."""
+    if settings.dataset_turns and (settings.dataset_format != "sharegpt" or not settings.dataset):
+        problems.append("dataset_turns: the conversations of a ShareGPT dataset are the "
+                        "sessions; set dataset and dataset_format = \"sharegpt\"")
+    if settings.dataset_turns and settings.turns is not None:
+        problems.append("turns: with dataset_turns each conversation has its own turns; "
+                        "set one or the other")
     if session_shape(settings) is None:
         if settings.think_time_ms:
             problems.append("think_time_ms: a think time comes between the turns of a session; "
@@ -97,6 +108,7 @@ class SessionDraws:
 
     def turns(self) -> int:
         """Turns of the next session."""
+        assert self.shape.turns is not None, "a dataset's conversations bring their turns"
         if not self._turns:
             self._turns = self.shape.turns.draw(self._turns_rng, _BATCH).tolist()[::-1]
         return self._turns.pop()

@@ -14,7 +14,9 @@
   columns, or a named trace (`trace_format`: mooncake, azure, burstgpt,
   `plan.traces`): query i gets row i's lengths (`in_order`: the schedule then
   hands query i sample index i, `plan.schedule`); a Mooncake trace's prompts are
-  its hash blocks (`traces.blocks`), so its prefix sharing is exact.
+  its hash blocks (`traces.blocks`), so its prefix sharing is exact;
+* agentic jobs (`session_file`, `plan.jobs`): each request's prompt, by the index its
+  job's step names.
 
 Token lengths are counted by `tokenizer`: `approx` (one token per word or
 punctuation mark: each word of the synthetic text is one token, as a GPT-style
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.plan.datasets.build import DatasetPrompts, dataset_prompts
+from loadgen.plan.jobs import read_jobs
 from loadgen.plan.lengths import LengthDist
 from loadgen.plan.prefixcache import prefix_for_target
 from loadgen.plan.prompts import Prompt, PromptSource
@@ -85,6 +88,8 @@ class SyntheticPrompts:
 def prompts_for(settings: TestSettings) -> PromptSource | None:
     """The run's prompts, or None when it has no token workload."""
     s = settings
+    if s.session_file:
+        return read_jobs(s.session_file, s.tokenizer, s.workload_rng_seed, s.fixed_output)
     replay = issue_mode(s) is IssueMode.OPEN and s.arrival == "trace" and not s.schedule_file
     if replay and s.trace_format != "auto":
         rows = read_named_trace(s.trace_file, s.trace_format, s.trace_block_tokens)

@@ -22,6 +22,7 @@ import numpy.typing as npt
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.record.histograms import add_into, counts_copy, difference, new_histogram
+from loadgen.record.jobs import JobTally
 from loadgen.record.tally import COUNTERS, HISTOGRAMS, MAX_DETAILS, RunTimes, Tally
 from loadgen.record.tokens import TOKEN_COUNTERS, TOKEN_HISTOGRAMS, TokenTally
 from loadgen.record.turns import TURN_METRICS
@@ -84,7 +85,8 @@ class TallyDeltas:
                             if self._messages.get(k) != v},
             **{k: counters.get(k, 0) for k in COUNTERS},
             last_done_ns=now.last_done_ns, windows=windows, times=now.times,
-            tokens=None if now.tokens is None else self._tokens(now.tokens))
+            tokens=None if now.tokens is None else self._tokens(now.tokens),
+            jobs=None if now.jobs is None else self._jobs(now.jobs))
         self._messages.update(now.error_messages)
         doc = delta.encode()
         doc["windows"]["first"] = first
@@ -108,6 +110,11 @@ class TallyDeltas:
                           {k: counters.get(k, 0) for k in now.counters},
                           {turn: {k: self._hist(("turn", turn, k), h) for k, h in hists.items()}
                            for turn, hists in now.turns.items()})
+
+    def _jobs(self, now: JobTally) -> JobTally:
+        counters = self._gained("jobs", now.counters)
+        return JobTally(now.deadline_ns, {k: counters.get(k, 0) for k in now.counters},
+                        self._hist(("j",), now.time_ns))
 
     def _windows(self, now: WindowCounts) -> tuple[WindowCounts, int]:
         """The windows touched since the last take (from the first of them), and where
@@ -162,6 +169,7 @@ class TallySum:
         self.steps: list[Bin] = []
         self.times: RunTimes | None = None
         self.tokens: TokenTally | None = None
+        self.jobs: JobTally | None = None
         self.reports = 0
 
     def add(self, doc: dict[str, Any]) -> None:
@@ -183,6 +191,8 @@ class TallySum:
         self._windows(part.windows, int(doc["windows"].get("first", 0)))
         if part.tokens is not None:
             self._tokens(part.tokens)
+        if part.jobs is not None:
+            self.jobs = part.jobs if self.jobs is None else JobTally.merge([self.jobs, part.jobs])
         self.reports += 1
 
     def _windows(self, part: WindowCounts, first: int) -> None:
@@ -226,4 +236,4 @@ class TallySum:
             windows=WindowCounts(self.width_ns, tuple(self.timeline), tuple(self.steps)),
             times=self.times, tokens=None if self.tokens is None else TokenTally(
                 dict(self.tokens.histograms), dict(self.tokens.counters),
-                {t: dict(h) for t, h in sorted(self.tokens.turns.items())}))
+                {t: dict(h) for t, h in sorted(self.tokens.turns.items())}), jobs=self.jobs)

@@ -16,6 +16,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.record.histograms import decode, encode, merge, new_histogram
+from loadgen.record.jobs import JobTally
 from loadgen.record.tokens import TokenTally
 from loadgen.record.windows import WindowCounts, merge_windows
 
@@ -73,6 +74,7 @@ class Tally:
     windows: WindowCounts
     times: RunTimes
     tokens: TokenTally | None = None  # a token-stream run's figures
+    jobs: JobTally | None = None  # agentic jobs' figures (`session_file`)
 
     def encode(self) -> dict[str, Any]:
         """Plain values: histograms as V2 base64 text (empty ones as None)."""
@@ -88,6 +90,7 @@ class Tally:
             "last_done_ns": self.last_done_ns, "windows": self.windows.encode(),
             "times": dataclasses.asdict(self.times),
             "tokens": None if self.tokens is None else self.tokens.encode(),
+            "jobs": None if self.jobs is None else self.jobs.encode(),
         }
 
     @classmethod
@@ -108,6 +111,7 @@ class Tally:
             windows=WindowCounts.decode(doc["windows"]),
             times=RunTimes(**doc["times"]),
             tokens=None if doc.get("tokens") is None else TokenTally.decode(doc["tokens"]),
+            jobs=None if doc.get("jobs") is None else JobTally.decode(doc["jobs"]),
         )
 
 
@@ -131,6 +135,7 @@ def merge_tallies(parts: Sequence[Tally]) -> Tally:
         windows=merge_windows([p.windows for p in parts]),
         times=RunTimes.merge([p.times for p in parts]),
         tokens=_merge_tokens(parts),
+        jobs=_merge_jobs(parts),
     )
 
 
@@ -138,6 +143,12 @@ def _merge_tokens(parts: Sequence[Tally]) -> TokenTally | None:
     """The parts' token figures merged; None when no part streamed tokens."""
     tokens = [p.tokens for p in parts if p.tokens is not None]
     return TokenTally.merge(tokens) if tokens else None
+
+
+def _merge_jobs(parts: Sequence[Tally]) -> JobTally | None:
+    """The parts' job figures merged; None when no part ran jobs."""
+    jobs = [p.jobs for p in parts if p.jobs is not None]
+    return JobTally.merge(jobs) if jobs else None
 
 
 def _merge_messages(parts: Sequence[Tally]) -> dict[str, tuple[str, ...]]:

@@ -31,6 +31,7 @@ from loadgen.report import charts, comparison, tables
 from loadgen.report.charts import Chart, LoadPoint
 from loadgen.report.energy import energy_html
 from loadgen.report.headline import noisy_flag, peak_headline, point_headline, run_headline
+from loadgen.report.jobsummary import job_row
 from loadgen.report.overview import peak_table, sweep_table
 from loadgen.report.pareto import PARETO_FILE, pareto_chart, pareto_rows
 from loadgen.report.result import RESULT_FILE, RunResult, read_result
@@ -256,6 +257,9 @@ def _summary(kind: str, doc: Any) -> tuple[str, str]:
                       _table(tokens, TOKEN_COLUMNS)]
             if ts.turns:
                 parts += ["<h2>Turns</h2>", _table(turn_rows(ts.turns), TURN_COLUMNS)]
+        if r.job_stats is not None:
+            jobs = job_row(r.job_stats)
+            parts += ["<h2>Jobs</h2>", _table([jobs], list(jobs))]
         parts += [f'<p class="bad">[{x.code}] {html.escape(x.text)}</p>' for x in v.reasons]
         parts += [f'<p class="warn">{html.escape(x)}</p>' for x in v.warnings]
         errors = [{"kind": k, "count": d.count, "messages": " | ".join(d.messages)}

@@ -7,6 +7,7 @@ from typing import Any
 
 from loadgen.judge.stats import LatencySummary, RunStats
 from loadgen.report.energy import energy_lines
+from loadgen.report.jobsummary import job_lines
 from loadgen.report.result import RunResult
 from loadgen.report.rows import write_summary_csv
 from loadgen.report.serversummary import server_lines
@@ -73,6 +74,7 @@ def render_summary(result: RunResult) -> str:
     if r.accuracy is not None and r.accuracy.value is not None:
         lines.append(f"Accuracy  : {r.accuracy.value:.4f} "
                      f"(target {s.accuracy_target:g}, {r.accuracy.samples} samples)")
+    lines += job_lines(r.job_stats)
     lines += energy_lines(result.energy)
     lines.append("")
     lines += _latency_block("Latency from schedule", r.latency_ns)

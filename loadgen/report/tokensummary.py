@@ -52,6 +52,10 @@ def _count_lines(ts: TokenStats) -> list[str]:
              f"{t.input_per_s:.1f} input tokens/s"),
              (f"            per request p50 {t.output_per_s_per_request['p50']:.1f} output "
              f"tokens/s; {t.requests} streams, {t.failed} failed ({t.partial} part-way)")]
+    if t.tokenizer is not None:
+        tok = t.tokenizer
+        named = f"{tok['name']} ({tok['kind']})" if "path" in tok else tok["name"]
+        lines.append(f"            counted by tokenizer {named}")
     d = t.discrepancy
     if d["compared"]:
         lines.append(f"            client vs server count: {d['compared']} compared, "

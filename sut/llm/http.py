@@ -23,7 +23,8 @@ With a token set, every path but the health checks needs `Authorization: Bearer 
 Fail closed: every field is checked before the engine sees it (`sut.llm.protocol`); a body over
 `_OFF_LOOP_BYTES` is decoded and tokenised on a worker thread, not on the event loop; JSON
 nested too deep is a 400. At most `max_inflight` requests run at once (one more: 429), each for
-at most `request_timeout_s` (then 504, or an in-band error once streaming). A client that goes
+at most `request_timeout_s` when set (then 504, or an in-band error once streaming; None, what
+`loadgen serve` gives an LLM unless told, bounds nothing, as in vLLM and SGLang). A client that goes
 away cancels its request on every route (the app runs with aiohttp's handler cancellation), and
 its KV blocks are freed.
 """

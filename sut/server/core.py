@@ -63,7 +63,7 @@ class ServerConfig:
     tls_key: Path | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_inflight: int = 1024  # infer requests held at once, over both protocols
-    request_timeout_s: float = 60.0  # longest wait for a result
+    request_timeout_s: float | None = 60.0  # longest wait for a result; None: no bound
     drain_timeout_s: float = 30.0  # longest wait for in-flight requests at shutdown
     idle_timeout_s: float = 60.0  # a connection silent this long is closed (HTTP and gRPC)
     read_timeout_s: float = 30.0  # a request's head and body arrive within this of its
@@ -83,7 +83,8 @@ class ServerConfig:
                 out.append(f"{key} must be in [0, 65535], got {getattr(self, key)}")
         for key in ("max_body_bytes", "max_inflight", "request_timeout_s", "drain_timeout_s",
                     "idle_timeout_s", "read_timeout_s", "max_connections", "max_streams"):
-            if getattr(self, key) <= 0:
+            value = getattr(self, key)
+            if value is not None and value <= 0:
                 out.append(f"{key} must be > 0, got {getattr(self, key)}")
         for key in ("idle_timeout_s", "read_timeout_s"):
             if getattr(self, key) > 86_400:

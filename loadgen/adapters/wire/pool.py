@@ -70,6 +70,10 @@ class ConnectionPool(Generic[C]):
         """Connections open now."""
         return len(self._live)
 
+    def in_flight(self) -> list[Tag]:
+        """The tags of the requests on the wire now (sent, not yet answered in full)."""
+        return [conn.tag for conn in self._live if conn.tag is not None]
+
     async def start(self) -> None:
         """Open every connection; raises the first error if none opens."""
         results = await asyncio.gather(*(self._open() for _ in range(self.connections)),

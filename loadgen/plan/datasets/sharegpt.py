@@ -2,7 +2,8 @@
 {"from": "gpt", "value": ...}, ...]}` (or the same objects as JSON lines).
 
 The first human turn is the prompt, the answer after it its reference: its token
-length is the output length asked. A conversation with no human turn followed by
+length is the output length asked. For multi-turn sessions (`dataset_turns`) every human
+turn with an answer after it is one turn of the conversation's session, in order. A conversation with no human turn followed by
 an answer is skipped (as peers do); a malformed one is refused naming its line.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from loadgen.plan.datasets.rows import DatasetRow, bad_row, read_text
 
-__all__ = ["read_sharegpt"]
+__all__ = ["read_sharegpt", "read_sharegpt_conversations"]
 
 _HUMAN = ("human", "user")
 
@@ -54,16 +55,37 @@ def _turn(turn: Any, path: str | Path, line: int) -> tuple[str, str]:
     return turn["from"], turn["value"]
 
 
-def read_sharegpt(path: str | Path) -> list[DatasetRow]:
-    """The first human turn of each conversation, with its answer as the reference."""
-    rows = []
+def _read(path: str | Path) -> list[tuple[int, list[tuple[str, str]]]]:
+    """(line, turns) of each conversation, checked."""
+    out = []
     for line, obj in _objects(read_text(path), path):
         if not isinstance(obj, dict) or not isinstance(obj.get("conversations"), list):
             raise bad_row(path, line, "conversations", "expected an object with a list "
                                                        "'conversations'")
-        turns = [_turn(t, path, line) for t in obj["conversations"]]
+        out.append((line, [_turn(t, path, line) for t in obj["conversations"]]))
+    return out
+
+
+def read_sharegpt(path: str | Path) -> list[DatasetRow]:
+    """The first human turn of each conversation, with its answer as the reference."""
+    rows = []
+    for line, turns in _read(path):
         first = next((i for i, (who, _) in enumerate(turns) if who in _HUMAN), None)
         if first is None or first + 1 >= len(turns) or not turns[first][1]:
             continue
         rows.append(DatasetRow(turns[first][1], line, output_text=turns[first + 1][1]))
     return rows
+
+
+def read_sharegpt_conversations(path: str | Path) -> list[list[DatasetRow]]:
+    """Each conversation's human turns in order, each with the answer after it as its
+    reference (a human turn with no answer after it, or empty, is left out; a conversation
+    left with none is skipped)."""
+    conversations = []
+    for line, turns in _read(path):
+        rows = [DatasetRow(text, line, output_text=turns[i + 1][1])
+                for i, (who, text) in enumerate(turns[:-1])
+                if who in _HUMAN and text and turns[i + 1][0] not in _HUMAN]
+        if rows:
+            conversations.append(rows)
+    return conversations

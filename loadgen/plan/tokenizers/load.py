@@ -4,6 +4,7 @@ file), loaded once per process; and synthetic text of an exact length under it."
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -12,7 +13,8 @@ from loadgen.errors import SettingsError
 from loadgen.plan.tokenizers.hf import read_tokenizer_json
 from loadgen.plan.tokenizers.ranks import read_ranks
 
-__all__ = ["BUILT_IN", "FileTokenizer", "file_tokenizer", "is_file_tokenizer", "text_of_tokens"]
+__all__ = ["BUILT_IN", "FileTokenizer", "describe_tokenizer", "file_tokenizer",
+           "is_file_tokenizer", "text_of_tokens"]
 
 BUILT_IN = ("approx", "bytes")
 
@@ -29,6 +31,15 @@ class FileTokenizer(Protocol):
 def is_file_tokenizer(tokenizer: str) -> bool:
     """Whether `tokenizer` names a file rather than a built-in counter."""
     return tokenizer not in BUILT_IN
+
+
+def describe_tokenizer(tokenizer: str) -> dict[str, str]:
+    """Which tokenizer counts, for reports: `name` (approx, bytes, or the file's name) and
+    `kind` (approx, bytes, tokenizer.json or ranks), with the file's `path`."""
+    if not is_file_tokenizer(tokenizer):
+        return {"name": tokenizer, "kind": tokenizer}
+    kind = "tokenizer.json" if tokenizer.endswith(".json") else "ranks"
+    return {"name": Path(tokenizer).name, "kind": kind, "path": tokenizer}
 
 
 @functools.lru_cache(maxsize=8)

@@ -11,7 +11,7 @@ import pytest
 
 from loadgen.api import run_loop
 from loadgen.errors import SutError
-from tests.fairness import skip_if_host_busy, skip_if_host_unfair
+from tests.fairness import skip_if_host_unfair
 from tests.loadgen.adapters.oiprun import COMPONENTS, OFFLINE, SERVER, WIRES, Wire, run
 from tests.oipwire.oip_echo import Echo, spawn
 
@@ -81,10 +81,9 @@ def test_query_timeout_functional(wire: Wire) -> None:
     assert set(result["errors_by_kind"]) == {"timeout"} and result["unfinished"] == 0
     messages = result["errors_detail"]["timeout"]["messages"]
     assert messages and all(m.startswith(wire.timeout_says) for m in messages), messages
-    if result["queries"] < 200 or result["errors"] > result["queries"] / 10:  # 1 in 20 hangs
-        skip_if_host_busy(result, f"{result['errors']} of {result['errors'] + result['queries']}"
-                                  " queries unanswered in 100 ms where 1 in 20 hangs")
-    assert result["errors"] >= 10 and result["queries"] >= 200  # min_query_count: the run waits
+    # min_query_count counts every query that ended, timed out or not; on a busy host the
+    # 100 ms timeout also catches answers that were merely late, so only the sum is fixed
+    assert result["errors"] >= 10 and result["queries"] + result["errors"] >= 200
 
 
 @BY_WIRE

@@ -1,8 +1,9 @@
 """The README's workload examples as a user runs them: `loadgen serve --model tiny-llm` in a
 subprocess, then (through the CLI's entry point, in this process) `loadgen run
 scenarios/mooncake.toml` (the Mooncake-format sample), `loadgen run scenarios/prefix_cache.toml`
-(a prefix-cache experiment with its verdict) and `loadgen run scenarios/sharegpt.toml` (the
-ShareGPT-format sample)."""
+(a prefix-cache experiment with its verdict), `loadgen run scenarios/sharegpt.toml` (the
+ShareGPT-format sample) and `loadgen run scenarios/agent_jobs.toml` (agentic jobs with fan-out,
+fan-in and a deadline)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ def test_the_readme_workload_examples(tmp_path: Path, monkeypatch: pytest.Monkey
         experiment = _run("scenarios/prefix_cache.toml", sut, tmp_path / "prefix")
         sharegpt = _run("scenarios/sharegpt.toml", sut.replace("completions", "chat"),
                         tmp_path / "sharegpt")
+        jobs = _run("scenarios/agent_jobs.toml", sut, tmp_path / "jobs")
     rows = read_mooncake(ROOT / "scenarios/traces/mooncake_sample.jsonl", 32)
     ideal, prompt = ideal_cached_tokens(rows, 32)
     cache = trace["tokens"]["cache"]  # type: ignore[index]
@@ -70,3 +72,12 @@ def test_the_readme_workload_examples(tmp_path: Path, monkeypatch: pytest.Monkey
     assert rate["requested"] == 0.6 and abs(rate["achieved"] - 0.6) <= 0.05
     assert "cache_hit_rate" not in experiment["reason_codes"]  # type: ignore[operator]
     assert sharegpt["errors"] == 0 and sharegpt["tokens"]["requests"] > 0  # type: ignore[index]
+    figures = jobs["jobs"]  # type: ignore[index]
+    assert jobs["errors"] == 0 and figures["count"] >= 10  # type: ignore[index]
+    assert figures["finished"] == figures["count"] == figures["attained"]
+    assert figures["early_stopping"]["passes"]
+    assert "job_deadline" not in jobs["reason_codes"]  # type: ignore[operator]
+    requests = 0  # every request of every job went out and came back: 5, 2 and 3 a job
+    for i in range(figures["count"]):
+        requests += (5, 2, 3)[i % 3]
+    assert jobs["tokens"]["requests"] == requests  # type: ignore[index]

@@ -253,11 +253,11 @@ def test_a_fixed_length_output_that_stops_early_is_counted(finish: str, short: i
         async with scripted([sse_response([chat_chunk("a"), chat_chunk("b", finish=finish)])]) \
                 as server:
             target = scripted_sut(server.port)
-            sink, _ = await run_streams(target, prompt=Prompt("p", 1, 2, fixed_output=True))
-        assert sink.streams[0][1].finish_reason == finish
+            sink, _ = await run_streams(target, prompt=Prompt("p", 1, 3, fixed_output=True))
+        assert sink.streams[0][1].finish_reason == finish  # 2 of the 3 tokens asked
         assert target.describe()["fixed_output_short"] == short
         body = json.loads(server.served.requests[0].split(b"\r\n\r\n", 1)[1])
-        assert body["ignore_eos"] is True and body["min_tokens"] == 2
+        assert body["ignore_eos"] is True and body["min_tokens"] == 3
     run_bounded(go())
 
 

@@ -8,6 +8,7 @@ import numpy as np
 from loadgen.record.collect import Collector
 from loadgen.record.deltas import TallyDeltas, TallySum
 from loadgen.record.histograms import summary_ns
+from loadgen.record.jobs import JobRecorder
 from loadgen.record.tally import RunTimes, Tally
 from loadgen.record.windows import Windows
 
@@ -89,3 +90,22 @@ def test_a_report_costs_what_its_interval_holds_not_the_run_so_far():
     assert late < 1.25 * early, (early, late)
     whole = len(json.dumps(c.tally(_times(240)).encode()))
     assert whole > 10 * late  # what a cumulative report would cost by now (~16x here)
+
+
+def test_agentic_jobs_figures_sum_exactly():
+    c, deltas, total = _collector(), TallyDeltas(), TallySum()
+    c.jobs = JobRecorder(deadline_ns=SLO)
+    for k in range(4):
+        for i in range(10):
+            c.jobs.started()
+            if i % 4:
+                c.jobs.finished((k + 1) * (i + 1) * 1_000_000)
+            else:
+                c.jobs.failed()
+        total.add(json.loads(json.dumps(deltas.take(c.tally(_times(k))))))
+    got, want = total.tally().jobs, c.tally(_times(4)).jobs
+    assert got is not None and want is not None
+    assert got.counters == want.counters == {"started": 40, "finished": 28, "failed": 12,
+                                             "over_deadline": want.counters["over_deadline"]}
+    assert want.counters["over_deadline"] > 0
+    assert summary_ns(got.time_ns) == summary_ns(want.time_ns)

@@ -44,6 +44,19 @@ def main(base_url: str) -> None:
                 finish.append(choice.finish_reason)
     seen["completions"] = {"chunks": len(texts), "text": "".join(texts), "finish": finish,
                            "usage": usage}
+    stop = "".join(texts)[3]  # greedy: the same text again, cut before this character
+    cut = client.completions.create(
+        model="tiny-llm", prompt="Once upon a time", max_tokens=7, temperature=0, stop=[stop],
+        stream=True, stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+    texts, finish, usage = [], [], None
+    for chunk in cut:
+        if chunk.usage is not None:
+            usage = chunk.usage.model_dump(exclude_none=True)
+        for choice in chunk.choices:
+            texts.append(choice.text)
+            if choice.finish_reason:
+                finish.append(choice.finish_reason)
+    seen["stopped"] = {"stop": stop, "text": "".join(texts), "finish": finish, "usage": usage}
     whole = client.chat.completions.create(
         model="tiny-llm", messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
         extra_body={"ignore_eos": True})

@@ -53,6 +53,10 @@ def test_openai_client_streams_chat_and_completions_with_usage() -> None:
     assert completions["chunks"] == 7 and completions["finish"] == ["length"]
     assert completions["usage"]["prompt_tokens"] == len(encode("Once upon a time"))
     assert completions["usage"]["completion_tokens"] == 7
+    stopped = seen["stopped"]  # a stop string: finish_reason stop, the text cut before it
+    assert stopped["finish"] == ["stop"]
+    assert stopped["text"] == completions["text"].split(stopped["stop"])[0]
+    assert len(stopped["text"]) <= stopped["usage"]["completion_tokens"] < 7
     hi = len(encode(chat_prompt([{"role": "user", "content": "Hi"}])))
     usage = seen["whole"]["usage"]
     assert seen["whole"]["role"] == "assistant" and usage["prompt_tokens"] == hi

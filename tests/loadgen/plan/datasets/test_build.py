@@ -114,3 +114,28 @@ def test_a_malformed_row_names_file_line_field(tmp_path: Path, fmt: str, text: s
     path.write_text(text)
     with pytest.raises(SettingsError, match=rf"dataset: {path}:{line}: {field}: "):
         _plan(path, dataset_format=fmt)
+
+
+def test_sharegpt_conversations_as_sessions_keep_every_turn_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps(SHAREGPT, indent=1))
+    prompts = _plan(path, dataset_format="sharegpt", dataset_turns=True)
+    assert prompts.conversations == ((0, 2), (2, 1))  # "a" has two turns, "c" one
+    assert [p.text for p in prompts.prompts] == ["Name three rivers.", "Which is longest?",
+                                                 "Why is the sky blue?"]
+    assert [p.max_tokens for p in prompts.prompts] == [
+        count_tokens("The Nile, the Amazon and the Rhine.", "approx"), 3, 3]
+    assert prompts.describe()["conversations"] == 2
+    few = _plan(path, dataset_format="sharegpt", dataset_turns=True, dataset_max_input=5)
+    assert few.conversations == ((0, 2),)  # "c"'s one turn has 6 tokens: dropped whole
+
+
+def test_dataset_turns_needs_sharegpt_and_no_turns(tmp_path: Path) -> None:
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps(SHAREGPT))
+    with pytest.raises(SettingsError, match="dataset_turns: the conversations of a ShareGPT"):
+        _plan(path, dataset_turns=True)
+    with pytest.raises(SettingsError, match="turns: with dataset_turns each conversation"):
+        _plan(path, dataset_format="sharegpt", dataset_turns=True, turns=2)
+    with pytest.raises(SettingsError, match="turns: multi-turn sessions start open loop"):
+        _plan(path, dataset_format="sharegpt", dataset_turns=True, scenario="Offline")

@@ -5,18 +5,21 @@ under each, client counts with the same tokenizer, and bad files refused."""
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from loadgen.adapters.tokencount import ChunkCounter
+from loadgen.api import run_test
 from loadgen.errors import SettingsError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
-from loadgen.plan.tokenizers.load import file_tokenizer
+from loadgen.plan.tokenizers.load import describe_tokenizer, file_tokenizer
 from loadgen.plan.tokenizers.ranks import read_ranks
 from loadgen.plan.words import count_tokens, synthetic_text
+from loadgen.report.summary import render_summary
 
 CORPUS = ("the of and to in is that for it as was with be by on not he this are or his from "
           "at which but have an they you were her she there been one all we their has would "
@@ -97,3 +100,22 @@ def test_an_unknown_tokenizer_is_refused() -> None:
         settings_from_mapping({"scenario": "Server", "target_qps": 1.0,
                                "target_latency_ms": 100.0, "input_tokens": 8,
                                "tokenizer": "/nonexistent/tokenizer.json"})
+
+
+def test_the_result_and_summary_say_which_tokenizer_counted(tokenizer: str,
+                                                            tmp_path: Path) -> None:
+    settings = settings_from_mapping({
+        "scenario": "Server", "arrival": "constant", "target_qps": 40.0, "preset": "dev",
+        "min_duration_s": 0.2, "min_query_count": 8, "target_latency_ms": 1000.0,
+        "target_latency_percentile": 50.0, "max_issue_lag_ms": 1000.0, "tokenizer": tokenizer,
+        "input_tokens": 12, "output_tokens": 3})
+    result = run_test(settings, "llmsim:step_base=1ms", out_dir=tmp_path / "run")
+    counted = json.loads((tmp_path / "run/result.json").read_text())["tokens"]["tokenizer"]
+    kind = "tokenizer.json" if tokenizer.endswith(".json") else "ranks"
+    assert counted == {"name": Path(tokenizer).name, "kind": kind, "path": tokenizer}
+    assert f"counted by tokenizer {Path(tokenizer).name} ({kind})" in render_summary(result)
+
+
+def test_a_built_in_counter_is_named_alone() -> None:
+    assert describe_tokenizer("approx") == {"name": "approx", "kind": "approx"}
+    assert describe_tokenizer("bytes") == {"name": "bytes", "kind": "bytes"}
