@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from loadgen.record.hostload import HostLoad
+from loadgen.record.hostload import HostLoad, HostSample, host_load, sample_host
 
-__all__ = ["skip_if_host_busy", "skip_if_host_unfair", "unfair_reason"]
+__all__ = ["skip_if_busy_since", "skip_if_host_busy", "skip_if_host_unfair", "unfair_reason"]
 
 HOST_SPEED_CODES = frozenset({"issue_lag", "early_stopping"})
 """Reasons a run can be INVALID for the host's speed alone: the issuer fell behind its
@@ -45,3 +45,11 @@ def skip_if_host_busy(doc: Mapping[str, Any], failed: str) -> None:
     if load is not None and HostLoad.from_dict(load).busy:
         pytest.skip(f"the host was too busy for a fair run ({HostLoad.from_dict(load).phrase()}):"
                     f" {failed}")
+
+
+def skip_if_busy_since(start: HostSample | None, failed: str) -> None:
+    """Skip as `skip_if_host_busy` does, judging the host's load from `start` (a
+    `sample_host()` the test took before its timed part) until now."""
+    load = host_load(start, sample_host())
+    skip_if_host_busy({"environment": {} if load is None else {"host_load": load.as_dict()}},
+                      failed)

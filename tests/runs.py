@@ -24,8 +24,9 @@ def start_run(out: Path, sut: str, *settings: str, quiet: bool = False) -> subpr
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_running(proc: subprocess.Popen[str], out: Path, timeout_s: float = 30) -> None:
-    """Wait (`timeout_s` at most) until the run's query log holds rows: it is under way."""
+def wait_running(proc: subprocess.Popen[str], out: Path, timeout_s: float = 120) -> None:
+    """Wait (`timeout_s` at most: an interpreter start on a busy host can take a minute) until
+    the run's query log holds rows: it is under way."""
     log = out / "queries.bin"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None \
@@ -37,14 +38,15 @@ def wait_running(proc: subprocess.Popen[str], out: Path, timeout_s: float = 30) 
 def interrupted_run(out: Path, sut: str, signum: signal.Signals, *settings: str,
                     quiet: bool = False) -> tuple[dict[str, Any], str]:
     """A run (`start_run`) sent `signum` once under way: its result.json, checked to have
-    exited 1 within 30 s, and what it printed on stdout. Killed by pid whatever happens."""
+    exited 1 within 120 s (a failsafe for a busy host), and what it printed on stdout. Killed by pid whatever happens."""
     proc = start_run(out, sut, *settings, quiet=quiet)
     try:
         wait_running(proc, out)
         proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=30)
+        stdout, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()
+        proc.wait(10)
     assert proc.returncode == 1, stderr
     result: dict[str, Any] = json.loads((out / "result.json").read_text())
     return result, stdout

@@ -394,8 +394,14 @@ def test_each_module_imports_alone_in_a_fresh_interpreter():
             [sys.executable, "-W", "error", "-c", script, *names], cwd=ROOT,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     failures = []
-    for package, proc in runs.items():
-        out, _ = proc.communicate(timeout=120)
-        if proc.returncode:
-            failures.append(f"{package}:\n{out}")
+    try:
+        for package, proc in runs.items():
+            out, _ = proc.communicate(timeout=600)  # a failsafe: a busy host took over 120 s
+            if proc.returncode:
+                failures.append(f"{package}:\n{out}")
+    finally:
+        for proc in runs.values():  # stopped by pid if the failsafe fired
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
     assert not failures, "modules that do not import alone:\n" + "\n".join(failures)

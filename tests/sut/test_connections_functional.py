@@ -16,9 +16,11 @@ import pytest
 
 import oipwire as p
 from loadgen.cli.main import main as cli_main
+from loadgen.record.hostload import sample_host
 from sut.server.core import ServerConfig
 from sut.server.thread import ServerThread
 from sut.service import build_service
+from tests.fairness import skip_if_busy_since
 
 IDLE_S, READ_S, MARGIN_S = 1.0, 0.5, 1.5
 MLP = {"workers": "1", "max_batch_size": "4", "warmup": "0"}
@@ -99,7 +101,7 @@ def test_idle_and_slow_connections_are_closed_on_time_while_infer_goes_on() -> N
         worker = threading.Thread(target=infer_ok, args=(server, stop, answers))
         worker.start()
         try:
-            began = time.monotonic()
+            host, began = sample_host(), time.monotonic()
             idle = [connect(server, stack) for _ in range(200)]
             slow = [connect(server, stack, SLOW_HEAD) for _ in range(200)]
             slow += [connect(server, stack, SLOW_BODY) for _ in range(20)]
@@ -108,9 +110,16 @@ def test_idle_and_slow_connections_are_closed_on_time_while_infer_goes_on() -> N
         finally:
             stop.set()
             worker.join(15)
+        slow_s = [when[i] for i in range(len(slow)) if i in when]
+        idle_s = [when[i] for i in range(len(slow), len(slow) + len(idle)) if i in when]
+        late = len(when) < len(slow) + len(idle) or max(slow_s) > READ_S + setup_s + MARGIN_S \
+            or max(idle_s) > IDLE_S + setup_s + MARGIN_S
+        if late:
+            skip_if_busy_since(host, f"{len(slow) + len(idle) - len(when)} connections open "
+                               f"after {IDLE_S + setup_s + MARGIN_S + 1:.1f} s, the last slow "
+                               f"one closed at {max(slow_s, default=0):.2f} s, the last idle one "
+                               f"at {max(idle_s, default=0):.2f} s")
         assert len(when) == len(slow) + len(idle), "some connections stayed open"
-        slow_s = [when[i] for i in range(len(slow))]
-        idle_s = [when[i] for i in range(len(slow), len(slow) + len(idle))]
         assert READ_S * 0.9 <= min(slow_s) and max(slow_s) <= READ_S + setup_s + MARGIN_S
         assert IDLE_S * 0.9 <= min(idle_s) and max(idle_s) <= IDLE_S + setup_s + MARGIN_S
         assert len(answers) >= 10 and set(answers) == {200}
@@ -146,7 +155,7 @@ def test_a_connection_over_the_cap_gets_503_naming_it_and_is_closed() -> None:
 def test_grpc_closes_silent_and_idle_connections_on_time() -> None:
     preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04" + bytes(5)  # + SETTINGS
     with served(idle_timeout_s=IDLE_S, read_timeout_s=READ_S) as server, ExitStack() as stack:
-        began = time.monotonic()
+        host, began = sample_host(), time.monotonic()
         port = server.server.grpc_port
         socks = [stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=5))
                  for _ in range(100)]
@@ -170,6 +179,14 @@ def test_grpc_closes_silent_and_idle_connections_on_time() -> None:
                     if not chunk:
                         done[key.data] = time.monotonic() - began
                         selector.unregister(socks[key.data])
+        silent = [done[i] for i in range(50) if i in done]
+        idle = [done[i] for i in range(50, 100) if i in done]
+        if len(done) < len(socks) or max(silent) > READ_S + MARGIN_S \
+                or max(idle) > IDLE_S + MARGIN_S:
+            skip_if_busy_since(host, f"{len(socks) - len(done)} gRPC connections open after "
+                               f"{IDLE_S + MARGIN_S + 2:.1f} s, the last silent one closed at "
+                               f"{max(silent, default=0):.2f} s, the last idle one at "
+                               f"{max(idle, default=0):.2f} s")
         assert len(done) == len(socks), "some gRPC connections stayed open"
         assert max(done[i] for i in range(50)) <= READ_S + MARGIN_S
         assert all(b"handshake timeout" in seen[i] for i in range(50))

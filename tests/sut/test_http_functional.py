@@ -269,6 +269,9 @@ def test_a_sweep_retunes_the_served_batcher_live(server: ServerThread, tmp_path:
     results = [json.loads((tmp_path / p["launch_dirs"][0] / "result.json").read_text())
                for p in doc["points"]]
     formation = [r["components_ns"]["batch_formation"]["p50"] for r in results]
+    if formation[1] < 1_000_000:  # requests piled up behind a busy host fill their batches
+        skip_if_host_busy(results[1], f"batch formation p50 {formation[1] / 1e6:.2f} ms with "
+                          "a 5 ms queue delay")
     assert 1_000_000 <= formation[1]  # a lone request waits out the delay
     if formation[0] >= 1_000_000:
         skip_if_host_busy(results[0], f"batch formation p50 {formation[0] / 1e6:.2f} ms with "

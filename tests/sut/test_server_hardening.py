@@ -67,6 +67,15 @@ def post_gated(server: ServerThread, **params: p.ParamValue) -> tuple[int, dict[
     return call(server.http_url, "POST", "/v2/models/gated/infer", body, headers)
 
 
+def queue_depth(url: str) -> float:
+    """`sut_queue_depth` of the mlp model, read from the server's /metrics."""
+    status, _, text = call(url, "GET", "/metrics")
+    assert status == 200
+    rows = [row for row in text.decode().splitlines()
+            if row.startswith('sut_queue_depth{model="mlp"} ')]
+    return float(rows[0].rsplit(" ", 1)[1]) if rows else 0.0
+
+
 def wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
     give_up = time.monotonic() + timeout_s
     while not check():
@@ -292,7 +301,7 @@ def test_loadgen_serve_prints_ports_serves_and_drains_on_sigterm() -> None:
         with ThreadPoolExecutor(2) as pool:
             pending = [pool.submit(call, url, "POST", "/v2/models/mlp/infer", body, headers)
                        for _ in range(2)]
-            time.sleep(0.1)  # both wait out the 300 ms batching delay in the queue
+            wait_for(lambda: queue_depth(url) == 2)  # both wait out the 300 ms batching delay
             proc.send_signal(signal.SIGTERM)
             assert [f.result(10)[0] for f in pending] == [200, 200]
         assert proc.wait(30) == 0

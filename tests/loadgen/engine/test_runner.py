@@ -24,6 +24,9 @@ def test_single_stream_keeps_one_query_in_flight():
     assert sut.max_in_flight == 1
     assert r.stats.queries >= 50 and r.valid, r.verdict.reasons
     # each next query is issued right after the previous completes: latency ~ service time
+    if r.stats.latency_ns.p50 >= 1.5 * MS:
+        skip_if_host_busy(r.to_dict(), f"median latency {r.stats.latency_ns.p50 / MS:.2f} ms"
+                                       " for a 1 ms service")
     assert 1 * MS <= r.stats.latency_ns.p50 < 1.5 * MS
     issue_times = np.array([t for _, _, t in sut.issued])
     assert np.diff(issue_times).min() >= 1 * MS
@@ -36,6 +39,10 @@ def test_multi_stream_issues_eight_samples_and_times_the_slowest():
     assert {n for _, n, _ in sut.issued} == {8}
     assert sut.max_in_flight == 1
     # query latency is the slowest sample (8 ms); per-sample latencies spread 1..8 ms
+    p50, low = r.stats.query_latency_ns.p50, r.stats.latency_ns.min
+    if p50 >= 9 * MS or low >= 1.2 * MS:
+        skip_if_host_busy(r.to_dict(), f"median query latency {p50 / MS:.2f} ms for 8 ms, the "
+                                       f"fastest sample {low / MS:.2f} ms for 1 ms")
     assert 8 * MS <= r.stats.query_latency_ns.p50 < 9 * MS
     assert r.stats.latency_ns.min < 1.2 * MS and r.stats.latency_ns.max >= 8 * MS
     assert r.headline.name.endswith("p99_latency_ns")
@@ -109,7 +116,12 @@ def test_query_timeout_fails_slow_queries():
     sut = FunctionSut(lambda q, s, now: [50 * MS] if q % 2 else [MS])
     r = _run(sut, "target_qps=200", "target_latency_ms=100", "query_timeout_ms=20",
              "min_query_count=10")
-    assert r.stats.errors_by_kind.get("timeout", 0) > 10
+    timeouts = r.stats.errors_by_kind.get("timeout", 0)
+    if r.stats.latency_ns.max >= 20 * MS:
+        late_ms = r.stats.latency_ns.max / MS
+        skip_if_host_busy(r.to_dict(), f"a 1 ms query answered after {late_ms:.1f} ms, past the"
+                                       " 20 ms timeout")
+    assert timeouts > 10
     assert r.stats.latency_ns.max < 20 * MS
     assert not r.valid
 
@@ -118,7 +130,11 @@ def test_warmup_queries_are_not_measured():
     sut = FunctionSut(lambda q, s, now: [MS])
     r = _run(sut, "target_qps=1000", "target_latency_ms=50", "warmup_s=0.2",
              "min_query_count=10")
-    assert len(sut.issued) > r.stats.queries + 100
+    warm = len(sut.issued) - r.stats.queries
+    if warm <= 100:  # about 200 scheduled in the 0.2 s warm-up
+        skip_if_host_busy(r.to_dict(), f"{warm} queries issued in the warm-up where about 200"
+                                       " are scheduled")
+    assert warm > 100
     assert not any("no warm-up" in w for w in r.verdict.warnings)
 
 

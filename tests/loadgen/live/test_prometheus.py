@@ -3,6 +3,7 @@
 import asyncio
 import http.server
 import threading
+import time
 import urllib.request
 from types import SimpleNamespace
 from typing import ClassVar
@@ -176,13 +177,23 @@ def test_a_run_exports_what_its_result_reports():
     assert previous * 0.999 <= stats.latency_ns.p99 / 1e9 <= bucket * 1.001
 
 
+def _measured_any(exporter: PrometheusExporter) -> bool:
+    """Whether the exporter has counted a measured query yet (its run may not have started)."""
+    family = _families(exporter.registry).get("loadgen_queries_measured")
+    return family is not None and any(
+        s.name == "loadgen_queries_measured_total" and s.value > 0 for s in family.samples)
+
+
 def test_a_scrape_from_another_thread_mid_run_is_consistent():
     exporter = PrometheusExporter()
     settings = _settings("min_duration_s=0.6", "target_qps=3000", "target_latency_ms=20")
     scrapes = []
 
     async def scrape_while_running():
-        await asyncio.sleep(0.3)
+        give_up = time.monotonic() + 30
+        while not _measured_any(exporter):
+            assert time.monotonic() < give_up, "no query measured in 30 s"
+            await asyncio.sleep(0.01)  # polls for the run's first measured query, bounded
         for _ in range(3):
             scrapes.append(await asyncio.to_thread(_families, exporter.registry))
 

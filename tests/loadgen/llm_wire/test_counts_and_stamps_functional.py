@@ -1,14 +1,12 @@
-"""Measured right against real servers: `loadgen serve --model tiny-llm --stream-interval 4`
-sends 4 tokens a chunk, which the client's `approx` tokenizer counts otherwise, and each
-request still yields N - 1 ITL values; with `max_in_flight` below the offered load, the
+"""Measured right against real servers: the tiny-llm server with `stream_interval=4` (on a
+thread; `loadgen serve --stream-interval 4` runs the same server) sends 4 tokens a chunk,
+which the client's `approx` tokenizer counts otherwise, and each request still yields N - 1
+ITL values; with `max_in_flight` below the offered load, the
 send stamp is taken when a request goes on the wire, not when it is queued."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,32 +14,25 @@ import pytest
 from loadgen.adapters.openai import OpenAISut
 from loadgen.api import run_test
 from loadgen.plan.settings import settings_from_mapping
+from loadgen.record.hostload import sample_host
+from sut.llm.config import EngineConfig
+from sut.llm.server import LlmServerThread
+from sut.server.core import ServerConfig
+from tests.fairness import skip_if_busy_since
 from tests.loadgen.llm_wire.scripted import chat_chunk, run_streams, scripted, sse_response
-from tests.served import ROOT, read_line, stop
 
 pytestmark = pytest.mark.functional
 
 
 def test_itl_has_n_minus_one_values_when_chunks_carry_four_tokens(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "serve", "--model", "tiny-llm", "--http-port", "0",
-         "--stream-interval", "4", "--device", "cpu"], cwd=ROOT, stdout=subprocess.PIPE,
-        text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        banner = read_line(proc, 120)
-        assert banner.startswith("serving tiny-llm http="), banner
-        http = banner.split("http=")[1].split()[0]
-        assert read_line(proc, 120) == "ready tiny-llm"
+    with LlmServerThread("tiny-llm", EngineConfig(device="cpu", stream_interval=4),
+                         ServerConfig(http_port=0)) as server:
         result = run_test(settings_from_mapping({
             "scenario": "SingleStream", "preset": "dev", "min_duration_s": 0.5,
             "min_query_count": 12, "input_tokens": 16, "output_tokens": 33,
             "fixed_output": True}),
-            f"openai://{http}/tiny-llm?tokenizer=approx&max_in_flight=1",
-            out_dir=tmp_path / "run")
-    finally:
-        stop(proc, 30)
-        assert proc.stdout is not None
-        proc.stdout.close()
+            f"openai://127.0.0.1:{server.server.http_port}/tiny-llm?tokenizer=approx"
+            "&max_in_flight=1", out_dir=tmp_path / "run")
     ts = result.stats.token_stats
     assert ts is not None and ts.tokens.requests >= 12 and ts.tokens.failed == 0
     assert ts.tokens.output_total == 33 * ts.tokens.requests  # the server's usage
@@ -54,6 +45,7 @@ def test_itl_has_n_minus_one_values_when_chunks_carry_four_tokens(tmp_path: Path
 def test_a_request_queued_for_a_connection_is_stamped_when_sent() -> None:
     async def go() -> None:
         answer = [0.25, *sse_response([chat_chunk(" a"), chat_chunk(" b")])]
+        host = sample_host()
         async with scripted([answer, answer]) as server:
             sut = OpenAISut.from_spec(f"openai://127.0.0.1:{server.port}/m?max_in_flight=1")
             sink, issued = await run_streams(sut, count=2)
@@ -62,5 +54,8 @@ def test_a_request_queued_for_a_connection_is_stamped_when_sent() -> None:
         assert second.sent_ns is not None
         assert second.sent_ns >= first_done  # it waited for the one connection
         assert second.sent_ns - issued[1] >= 200_000_000  # the queue wait is not "from send"
-        assert second.chunk_ns[0] - second.sent_ns < 600_000_000
+        first_chunk_ns = second.chunk_ns[0] - second.sent_ns
+        if first_chunk_ns >= 600_000_000:  # the server answers after 250 ms
+            skip_if_busy_since(host, f"first chunk {first_chunk_ns / 1e6:.0f} ms after the send")
+        assert first_chunk_ns < 600_000_000
     asyncio.run(asyncio.wait_for(go(), 30))

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 
 from loadgen.adapters.registry import make_sut
 from loadgen.adapters.tokens import Prompt
+from loadgen.cli.main import main as cli_main
 from tests.loadgen.llm_wire.scripted import (
     CLOSE,
     Collected,
@@ -206,20 +206,28 @@ def test_an_oip_inference_answered_by_a_web_page_is_a_protocol_error() -> None:
 # -- 12, end to end: a run against a welcome page -----------------------------------------------
 
 
-@pytest.mark.parametrize("scheme", ["openai", "generate"])
-@pytest.mark.parametrize("close", [False, True], ids=["content-length", "close-delimited"])
-def test_a_run_against_a_welcome_page_fails_closed(scheme: str, close: bool,
-                                                   tmp_path: Path) -> None:
-    """The SUT's preflight request meets the page first: the run is refused before it
-    starts (exit 3), naming what came; the adapter tests above cover a page met mid-run."""
-    flags = ["--close"] if close else []
+@pytest.fixture(scope="module", params=[False, True], ids=["content-length", "close-delimited"])
+def welcome_port(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A welcome-page server (`--close`: the page's body ends with the connection), started
+    once for the module's runs: its port."""
+    flags = ["--close"] if request.param else []
     with port_server("tests.loadgen.llm_wire.welcome_server", *flags) as port:
-        p = subprocess.run(
-            [sys.executable, "-m", "loadgen", "run", "scenarios/llm_server.toml", "--sut",
-             f"{scheme}://127.0.0.1:{port}/m?max_in_flight=4", "--out", str(tmp_path / "run"),
-             "--quiet", "--set", "preset='dev'", "--set", "target_qps=20", "--set",
-             "min_duration_s=0.5", "--set", "warmup_s=0", "--set", "min_query_count=5"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
-    assert p.returncode == 3, p.stderr
-    assert "Welcome to nginx" in p.stderr and "Traceback" not in p.stderr
+        yield port
+
+
+@pytest.mark.parametrize("scheme", ["openai", "generate"])
+def test_a_run_against_a_welcome_page_fails_closed(scheme: str, welcome_port: int,
+                                                   tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The SUT's preflight request meets the page first: the run is refused before it
+    starts (exit 3), naming what came; the adapter tests above cover a page met mid-run.
+    `loadgen run` through the CLI's entry point, in this process."""
+    code = cli_main(
+        ["run", str(ROOT / "scenarios/llm_server.toml"), "--sut",
+         f"{scheme}://127.0.0.1:{welcome_port}/m?max_in_flight=4", "--out", str(tmp_path / "run"),
+         "--quiet", "--set", "preset='dev'", "--set", "target_qps=20", "--set",
+         "min_duration_s=0.5", "--set", "warmup_s=0", "--set", "min_query_count=5"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "Welcome to nginx" in err and "Traceback" not in err
     assert not (tmp_path / "run" / "result.json").exists()

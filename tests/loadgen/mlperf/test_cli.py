@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from loadgen.api import run_test
+from loadgen.cli.main import main as cli_main
 from loadgen.mlperf.runlogs import accuracy_rows
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
@@ -21,12 +20,16 @@ pytestmark = pytest.mark.functional
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _loadgen(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loadgen", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=False)
+def _loadgen(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """`loadgen ARGS` through the CLI's entry point, in this process: its exit code and what it
+    wrote to stderr."""
+    capsys.readouterr()
+    code = cli_main(list(args))
+    return code, capsys.readouterr().err
 
 
-def test_conf_layers_and_mlperf_logs_beside_result_json(tmp_path: Path):
+def test_conf_layers_and_mlperf_logs_beside_result_json(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]):
     rules, user = tmp_path / "mlperf.conf", tmp_path / "user.conf"
     rules.write_text("*.*.qsl_rng_seed = 11\n*.Server.target_latency_percentile = 99\n"
                      "*.Server.target_latency = 50\n")
@@ -34,11 +37,13 @@ def test_conf_layers_and_mlperf_logs_beside_result_json(tmp_path: Path):
                     "mymodel.Server.target_qps = 800\n*.Server.target_qps = 5\n"
                     "*.Server.coalesce_queries = 1\n")
     out = tmp_path / "run"
-    done = _loadgen("run", "scenarios/server.toml", "--sut", "sim:service=const:200us",
-                    "--mlperf-conf", str(rules), "--user-conf", str(user), "--model", "mymodel",
-                    "--set", "max_issue_lag_ms=50", "--mlperf-logs", "--quiet", "--out", str(out))
-    assert done.returncode in (0, 1), done.stderr
-    assert "not applied: server_coalesce_queries" in done.stderr
+    code, err = _loadgen(capsys, "run", str(ROOT / "scenarios/server.toml"),
+                         "--sut", "sim:service=const:200us", "--mlperf-conf", str(rules),
+                         "--user-conf", str(user), "--model", "mymodel",
+                         "--set", "max_issue_lag_ms=50", "--mlperf-logs", "--quiet",
+                         "--out", str(out))
+    assert code in (0, 1), err
+    assert "not applied: server_coalesce_queries" in err
     result = json.loads((out / "result.json").read_text())
     settings = result["settings"]
     assert (settings["min_duration_s"], settings["min_query_count"], settings["target_qps"],
@@ -63,13 +68,15 @@ def test_an_accuracy_run_is_judged_on_accuracy_however_short():
     assert result.stats.accuracy is not None and result.stats.accuracy.value >= 0.9
 
 
-def test_an_accuracy_run_logs_every_sample_with_its_output(tmp_path: Path):
+def test_an_accuracy_run_logs_every_sample_with_its_output(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]):
     out = tmp_path / "run"
-    done = _loadgen("run", "scenarios/single_stream.toml", "--sut", "builtin:digits",
+    code, err = _loadgen(capsys, "run", str(ROOT / "scenarios/single_stream.toml"),
+                         "--sut", "builtin:digits",
                     "--set", "mode='accuracy'", "--set", "total_sample_count=64",
                     "--set", "performance_sample_count=64", "--mlperf-logs", "--quiet",
                     "--out", str(out))
-    assert done.returncode in (0, 1), done.stderr
+    assert code in (0, 1), err
     entries = json.loads((out / "mlperf_log_accuracy.json").read_text())
     assert sorted(e["qsl_idx"] for e in entries) == list(range(64))
     assert sorted(e["seq_id"] for e in entries) == list(range(64))  # one sample a query

@@ -118,9 +118,15 @@ def _serve(argv: list[str], cwd: Path) -> Server:
     proc = subprocess.Popen([sys.executable, "-m", "loadgen", *free], cwd=cwd,
                             stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    banner = read_line(proc, 120)
-    assert banner.startswith("serving "), banner
-    assert read_line(proc, 120).startswith("ready "), "the model never became ready"
+    try:
+        banner = read_line(proc, 120)
+        assert banner.startswith("serving "), banner
+        assert read_line(proc, 120).startswith("ready "), "the model never became ready"
+    except BaseException:  # stopped by pid here: the caller never gets it
+        stop(proc, 30)
+        assert proc.stdout is not None
+        proc.stdout.close()
+        raise
     bound = dict(re.findall(r"(http|grpc)=(\S+)", banner))
     ports = {f"127.0.0.1:{documented[f'--{kind}-port']}": where
              for kind, where in bound.items() if f"--{kind}-port" in documented}
@@ -148,6 +154,7 @@ def _scratch(root: Path, env: dict[str, str]) -> Path:
     return root
 
 
+@pytest.mark.timeout(900)  # some 20 commands and a model server: a busy host needs more than 300 s
 @pytest.mark.parametrize("document", DOCS)
 def test_every_documented_command_runs(document: str, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

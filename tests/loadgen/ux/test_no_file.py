@@ -53,7 +53,7 @@ def test_sweep_and_find_peak_need_no_file(tmp_path: Path) -> None:
     peak = tmp_path / "peak"
     code = main(["find-peak", "--sut", "sim:service=const:1ms,servers=1", "--out", str(peak),
                  "--start-qps", "200", "--max-qps", "400", "--min-queries", "50",
-                 "--tolerance", "0.5", "--repeats", "1", *QUICK])
+                 "--tolerance", "0.5", "--repeats", "1", "--budget-s", "10", *QUICK])
     assert code in (0, 1)
     assert json.loads((peak / "peak.json").read_text())["probes"]
 
