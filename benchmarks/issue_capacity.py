@@ -3,7 +3,7 @@
 For each, the highest target QPS whose Server run stays VALID (same SLO, same
 minimum duration) is found by doubling then bisection (`calibrate.find_ceiling`),
 and its p50 latency and issue lag are printed with the ratios, measured in the
-same run. Two load processes split one schedule by seeded thinning (`--workers 2`);
+same run. Two load processes split one schedule (`--workers 2`, each its own share);
 on a 2-core machine the target is at least 1.8x one process. Because a VALID
 ceiling needs a clean p99 issue lag, which any other busy process on the host
 spoils, the raw issue rate is printed too, as the scaling table of `scaling.py`

@@ -66,6 +66,10 @@ def figures(r: RunResult) -> dict[str, Any]:
             "worker_lag_max_us": [w["issue_lag_ns"]["max"] / 1e3 for w in per],
             "longest_stall_ms": [(w["longest_stall_ns"] or 0) / 1e6 for w in per],
             "involuntary_switches": [w["involuntary_switches"] for w in per],
+            "worker_qps": [round(w["qps_scheduled"]) for w in per],
+            "last_cpu": [w.get("last_cpu") for w in per],
+            "gc_collections": [w.get("gc_collections") for w in per],
+            "plan_in_run_s": [w.get("plan_in_run_s") for w in per],
             "driver_cpu_share": (r.workers or {}).get("driver", {}).get("cpu_share"),
             "skew_bound_us": (r.distributed or {}).get("skew_bound_ns", 0) / 1e3,
             "energy_measured": r.energy.measured if r.energy is not None else None}
@@ -86,6 +90,31 @@ def one_process_valid_rate(duration_s: float, ladder: tuple[float, ...] = LADDER
             break
         best = qps
     return best, probes
+
+
+def diagnosis(table: dict[str, Any]) -> list[str]:
+    """One line a row: how far the rate per process fell, and the suspects' figures beside
+    it (each worker's own rate, the host's plain, clock and memory scaling, the clock
+    speed, planning and garbage collection while it ran, page faults)."""
+    rows = table["rows"]
+    if not rows:
+        return []
+    one = rows[0]
+    lines = []
+    for r in rows[1:]:
+        n = r["processes"]
+        mhz = (f"{r['cpu_mhz'] / one['cpu_mhz']:.2f}" if r.get("cpu_mhz") and one.get("cpu_mhz")
+               else "n/a")
+        lines.append(
+            f"{n} processes: efficiency {r['efficiency']}, from the sum of each worker's own "
+            f"rate {r['worker_efficiency']} (workers {r['worker_qps_min']}-"
+            f"{r['worker_qps_max']} QPS, one alone {one['worker_qps_max']}); host: plain loop "
+            f"{r['host_efficiency']}, clock reads {r['clock_efficiency']}, scattered reads "
+            f"{r['memory_efficiency']}, clock speed x{mhz}; "
+            f"in the run: planning {r['plan_in_run_s_max']} s, {r['gc_collections']} GCs "
+            f"({r['gc_ms_max']} ms), {r['minor_faults_per_kq']} page faults a 1000 queries "
+            f"(one alone {one['minor_faults_per_kq']}); cores {r['last_cpus']}")
+    return lines
 
 
 def main() -> None:
@@ -133,8 +162,13 @@ def main() -> None:
               f"us, longest stall {run['longest_stall_ms']} ms, involuntary switches "
               f"{run['involuntary_switches']}; start slack {run['start_slack_ms']} ms; worker "
               f"CPU {run['cpu_share']}; energy measured {run['energy_measured']}", flush=True)
+    causes = diagnosis(table)
+    print("== why the rate per process falls (each row against one process)", flush=True)
+    for line in causes:
+        print("  " + line, flush=True)
     effs = [row["efficiency"] for row in table["rows"] if row["processes"] <= 8]
-    summary = {"scaling": table, "server": server, "pinned": args.pin, "event_loop": loop,
+    summary = {"scaling": table, "diagnosis": causes, "server": server, "pinned": args.pin,
+               "event_loop": loop,
                "python": platform.python_version(),
                "seconds": round(time.monotonic() - began, 1),
                "marks": {"efficiency_min_up_to_8": min(effs, default=None),

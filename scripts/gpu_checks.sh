@@ -14,9 +14,9 @@
 #   server     22  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
 #   llm        35  benchmarks/llm_serving.py --device cuda --json (peak searches 10 s)
 #   energy     22  an Offline run of builtin:mlp on the GPU with energy on
-#   variants   the rest of the 4 minutes (if 20 s or more): mlp and cnn at fp32 on each
-#              executor path (serial, graphs-1, graphs-1-two-threads, graphs-2,
-#              pipelined-1); cut off when time is up
+#   variants   the rest of the 4 minutes (if 20 s or more), at most 30 s: mlp and cnn at
+#              fp32, batch 256, on three executor paths (serial, graphs-1, graphs-2; 6
+#              cases of 0.4 s); cut off when time is up
 #
 # Everything goes under $OUT_DIR (default runs/gpu-check): one log per section in logs/,
 # and summary.json (every figure, each section's exit status and seconds). When $OUT is
@@ -146,7 +146,7 @@ energy() {
 
 variants() {  # what each executor path gives, in whatever time the budget leaves
   "$PY" benchmarks/batching.py --device cuda --precision fp32 --json --no-server --rounds 1 \
-    --seconds 0.5 --models mlp,cnn --variants serial,graphs-1,graphs-1-two-threads,graphs-2,pipelined-1
+    --seconds 0.4 --models mlp,cnn --offline-batches 256 --variants serial,graphs-1,graphs-2
 }
 
 llm() {
@@ -168,7 +168,7 @@ run llm 35 llm
 run energy 22 energy
 LEFT=$(( 232 - ($(date +%s) - STARTED) ))
 if [ "$LEFT" -ge 20 ]; then
-  run variants "$LEFT" variants
+  run variants "$(( LEFT < 30 ? LEFT : 30 ))" variants
 fi
 
 "$PY" - "$OUT_DIR" "$STARTED" <<'EOF'

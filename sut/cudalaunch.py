@@ -1,9 +1,12 @@
 """The pipeline's device work on CUDA: three streams, a ring of slots, events for timing.
 
-Each slot owns a pinned host input, a device input, a device output, a pinned landing
-buffer and six timing events. A launch queues, without waiting: H2D on the h2d stream;
-compute on the compute stream once the H2D event has fired (a CUDA graph replay of the
-batch's bucket, or the eager forward); D2H on the d2h stream once compute has. H2D and
+Each slot owns a pinned host input, a device input, a pinned landing buffer, six timing
+events and, with CUDA graphs, its own captured `GraphSet` (one per slot: the slots' static
+buffers never alias, so one slot's D2H never races another's replay). A launch queues,
+without waiting: H2D on the h2d stream (straight into the slot's static inputs of the
+batch's bucket when a graph runs it); compute on the compute stream once the H2D event
+has fired (the bucket's graph replay, or the eager forward); D2H on the d2h stream once
+compute has (straight from the static outputs). H2D and
 D2H have a stream each: on one copy stream, the next batch's H2D would queue behind
 this batch's D2H, which waits for its compute, and copies would never overlap compute.
 A slot is launched again only after `finish` saw its last event, so none of its buffers
@@ -13,6 +16,7 @@ is written while the device still reads it.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +33,11 @@ __all__ = ["CudaLauncher"]
 _MS = 1_000_000  # ns per ms (CUDA events measure ms)
 
 
+def _first(tensor: torch.Tensor, rows: int) -> torch.Tensor:
+    """The first `rows` rows of `tensor` (itself when it has no more: slicing costs)."""
+    return tensor if tensor.shape[0] == rows else tensor[:rows]
+
+
 def _device_buffer(current: torch.Tensor | None, rows: int, like: torch.Tensor,
                    device: torch.device) -> torch.Tensor:
     if (current is not None and current.shape[0] >= rows and current.dtype == like.dtype
@@ -43,8 +52,8 @@ class _Slot:
     def __init__(self, inputs: int, outputs: int) -> None:
         self.host_in: list[torch.Tensor | None] = [None] * inputs
         self.dev_in: list[torch.Tensor | None] = [None] * inputs
-        self.dev_out: list[torch.Tensor | None] = [None] * outputs
         self.landing: list[torch.Tensor | None] = [None] * outputs
+        self.landed: list[np.ndarray | None] = [None] * outputs  # numpy views of `landing`
         self.events = [torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                        for _ in range(6)]
         self.rows = 0
@@ -57,9 +66,12 @@ class CudaLauncher:
 
     def __init__(self, forward: Forward, device: torch.device,
                  inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...],
-                 slots: int = 3, graphs: GraphSet | None = None) -> None:
+                 slots: int = 3, graphs: Sequence[GraphSet] = ()) -> None:
+        """`graphs`: one captured set per slot, or none (eager)."""
+        if graphs and len(graphs) != slots:
+            raise ValueError(f"want one GraphSet per slot ({slots}), got {len(graphs)}")
         self.device = device
-        self.graphs = graphs
+        self.graphs = tuple(graphs)
         self._forward = forward
         self._names = tuple(s.name for s in inputs)
         with torch.cuda.device(device):
@@ -92,49 +104,49 @@ class CudaLauncher:
         sources = []
         for i, name in enumerate(self._names):
             if lent is not None:
-                sources.append(lent.tensors[name][:rows])
+                sources.append(lent.tensors[name])  # the request's rows: the batch's
             else:
                 s.host_in[i] = stage(s.host_in[i], [r.inputs[name] for r in requests], rows,
                                      pinned=True)
                 sources.append(s.host_in[i][:rows])  # type: ignore[index]
         s.rows, s.staged_ns = rows, time.perf_counter_ns() - began
+        graphs = self.graphs[slot] if self.graphs else None
+        bucket = graphs.bucket_for(sources) if graphs is not None else None
         ev = s.events
         try:
             torch.cuda.set_stream(self._h2d)
             ev[0].record(self._h2d)
-            on_device = []
-            for i, src in enumerate(sources):
-                s.dev_in[i] = buf = _device_buffer(s.dev_in[i], rows, src, self.device)
-                on_device.append(buf[:rows].copy_(src, non_blocking=True))
+            if graphs is not None and bucket is not None:
+                targets = graphs.static_inputs(bucket)
+            else:
+                targets = [self._dev_in(s, i, rows, src) for i, src in enumerate(sources)]
+            on_device = [_first(t, rows).copy_(src, non_blocking=True)
+                         for t, src in zip(targets, sources, strict=True)]
             ev[1].record(self._h2d)
             torch.cuda.set_stream(self._compute)
             self._compute.wait_event(ev[1])
             ev[2].record(self._compute)
-            results = self._run(s, on_device, rows)
+            if graphs is not None and bucket is not None:
+                results = [_first(out, rows) for out in graphs.replay(bucket)]
+            else:
+                results = s.eager = self._forward(on_device)
             ev[3].record(self._compute)
             torch.cuda.set_stream(self._d2h)
             self._d2h.wait_event(ev[3])
             ev[4].record(self._d2h)
             for i, out in enumerate(results):
-                s.landing[i] = land = host_buffer(s.landing[i], rows, out.shape[1:], out.dtype,
-                                                  pinned=True)
-                land[:rows].copy_(out, non_blocking=True)
+                land = host_buffer(s.landing[i], rows, out.shape[1:], out.dtype, pinned=True)
+                if land is not s.landing[i]:  # grown: its numpy view too
+                    s.landing[i], s.landed[i] = land, land.numpy()
+                _first(land, rows).copy_(out, non_blocking=True)
             ev[5].record(self._d2h)
         finally:
             torch.cuda.set_stream(self._default)
 
-    def _run(self, s: _Slot, on_device: list[torch.Tensor], rows: int) -> list[torch.Tensor]:
-        """The forward on the compute stream: a graph replay copied into the slot's device
-        outputs (the static outputs are the next replay's), or the eager outputs, kept."""
-        bucket = self.graphs.bucket_for(on_device) if self.graphs is not None else None
-        if bucket is None or self.graphs is None:
-            s.eager = self._forward(on_device)
-            return s.eager
-        results = []
-        for i, static in enumerate(self.graphs.run(bucket, on_device)):
-            s.dev_out[i] = out = _device_buffer(s.dev_out[i], rows, static, self.device)
-            results.append(out[:rows].copy_(static[:rows]))
-        return results
+    def _dev_in(self, s: _Slot, index: int, rows: int, like: torch.Tensor) -> torch.Tensor:
+        """The slot's device input `index`, grown to `rows` rows if need be (eager path)."""
+        s.dev_in[index] = buf = _device_buffer(s.dev_in[index], rows, like, self.device)
+        return buf
 
     def ready(self, slot: int) -> bool:
         """Whether the slot's D2H is done (its last event has fired)."""
@@ -147,7 +159,7 @@ class CudaLauncher:
         ev[5].synchronize()
         landed = time.perf_counter_ns()
         rows = s.rows
-        arrays = [land[:rows].numpy().copy() for land in s.landing if land is not None]
+        arrays = [land[:rows].copy() for land in s.landed if land is not None]
         s.eager = []
         h2d, compute, d2h = (round(ev[i].elapsed_time(ev[i + 1]) * _MS) for i in (0, 2, 4))
         return arrays, {H2D: s.staged_ns + h2d, COMPUTE: compute,

@@ -4,10 +4,12 @@ A batch of r rows runs in the graph of the smallest bucket b >= r: its rows are 
 into the bucket's static input (rows r..b keep whatever they held; every built-in and
 served model is row-independent at inference), the graph is replayed (one launch for the
 whole forward, precision casts included), and the caller copies the first r rows of the
-static outputs out before the bucket's next replay. Buckets are 1, 2, 4, ... up to the
-largest batch, and the largest batch itself. Every bucket is checked once against the
-eager forward on the same inputs; a capture that fails or disagrees raises `GraphError`
-and the caller runs eager, saying why.
+static outputs out before the bucket's next replay. Each `capture` has its own memory
+pool, so a pipeline captures one set per ring slot: a slot's H2D lands in its own static
+inputs and its D2H reads its own static outputs, while other slots replay theirs.
+Buckets are 1, 2, 4, ... up to the largest batch, and the largest batch itself. Every
+bucket is checked once against the eager forward on the same inputs; a capture that
+fails or disagrees raises `GraphError` and the caller runs eager, saying why.
 """
 
 from __future__ import annotations
@@ -67,6 +69,16 @@ class GraphSet:
             if static.shape[1:] != given.shape[1:] or static.dtype != given.dtype:
                 return None
         return bucket
+
+    def static_inputs(self, bucket: int) -> list[torch.Tensor]:
+        """The bucket's static inputs (`bucket` rows each, on the device, in spec order)."""
+        return self._inputs[bucket]
+
+    def replay(self, bucket: int) -> list[torch.Tensor]:
+        """Replay the bucket's graph on the current stream; its static outputs, valid until
+        this bucket's next replay."""
+        self._graphs[bucket].replay()
+        return self._outputs[bucket]
 
     def run(self, bucket: int, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Copy `inputs` (r <= bucket rows, on the device) in, replay; the static outputs,

@@ -1,9 +1,10 @@
 """The pipeline's device work on the CPU: the same ring, with CPU tensors for the streams.
 
-A launch stages the batch into its slot's reused input buffers and runs the forward at
-once (on the CPU nothing is queued); `finish` hands back copies of the outputs (they
-may alias the slot's inputs, which the next launch of the slot overwrites) and the
-phases, timed with `perf_counter_ns`.
+A launch stages the batch into its slot's reused input buffers (or reads a lent block
+as it is, as the CUDA launcher does) and runs the forward at once (on the CPU nothing
+is queued); `finish` hands back copies of the outputs (they may alias the slot's
+inputs or the lent block, which are written again) and the phases, timed with
+`perf_counter_ns`.
 """
 
 from __future__ import annotations
@@ -56,8 +57,12 @@ class HostLauncher:
         began = time.perf_counter_ns()
         s = self._slots[slot]
         rows, requests = batch.rows, batch.requests
+        lent = requests[0].lent if len(requests) == 1 else None
         staged = []
         for i, name in enumerate(self._names):
+            if lent is not None:  # a lent block is read as it is (no staging copy)
+                staged.append(lent.tensors[name])  # the request's rows: the batch's
+                continue
             s.inputs[i] = buf = stage(s.inputs[i], [r.inputs[name] for r in requests], rows,
                                       pinned=False)
             staged.append(buf[:rows])

@@ -6,8 +6,8 @@
                       `CudaLauncher` on CUDA, `HostLauncher` on the CPU; one thread, or
                       an issue and a completion thread (`completion_thread=true`)
     cuda_graphs=true  (CUDA's default) each CUDA pipeline replays CUDA graphs per
-                      batch-size bucket, captured at load; eager when capture fails,
-                      with the reason in `note`
+                      batch-size bucket, captured at load, one set per ring slot;
+                      eager when capture fails, with the reason in `note`
 
 `describe()` names the path that runs, for the summary and result.json.
 """
@@ -69,8 +69,10 @@ class Instances:
         self._devices = tuple(devices)
         self._cuda = self._devices[0].startswith("cuda")
         self._threads = threads
-        self.pool = (PinnedPool(inputs, max_rows, limit=4 * RING_SLOTS * len(devices))
-                     if self._cuda and choice.pipelined else None)
+        # blocks lent to callers (pinned on CUDA): their inputs are gathered into one and
+        # read from there, on every path
+        self.pool = PinnedPool(inputs, max_rows, limit=4 * RING_SLOTS * len(devices),
+                               pinned=self._cuda)
         self._executors: list[Executor] = []
         self.launchers: list[Launcher] = []
         self._running: list[Pipeline] | WorkerPool | None = None
@@ -88,16 +90,18 @@ class Instances:
                                                RING_SLOTS, graphs))
 
     def _capture(self, forward: Forward, device: torch.device, sample: Sequence[np.ndarray],
-                 max_rows: int) -> GraphSet | None:
+                 max_rows: int) -> list[GraphSet]:
+        """One captured set per ring slot (each with its own static buffers), or none."""
         if not self.choice.cuda_graphs or self.note:
-            return None
+            return []
         try:
-            graphs = GraphSet.capture(forward, device, sample, max_rows)
+            graphs = [GraphSet.capture(forward, device, sample, max_rows)
+                      for _ in range(RING_SLOTS)]
         except GraphError as exc:
             self.note = f"CUDA graphs off, eager used: {exc}"
             _log.warning("%s", self.note)
-            return None
-        self.buckets = graphs.buckets
+            return []
+        self.buckets = graphs[0].buckets
         return graphs
 
     @property

@@ -3,9 +3,10 @@
 `InferenceService` owns one model: it loads it (timed), places a copy per
 device at the precision the device supports, measures the first inference,
 and warms up through the real path: its `Instances` (serial workers, or pipelines
-with CUDA graphs on CUDA) each take their next batch from a `Batcher`. On CUDA it
-lends pinned input blocks (`lend`): a caller that gathers a request's rows into one
-and submits it with `lent=` has its inputs sent to the GPU without another host copy.
+with CUDA graphs on CUDA) each take their next batch from a `Batcher`. It lends input
+blocks (`lend`; pinned on CUDA): a caller that gathers a request's rows into one and
+submits it with `lent=` has its inputs read from there (sent to the GPU) with no other
+host copy.
 Per request it reports durations in ns, disjoint and in order, under the component
 names of `oipwire.timing` (the vocabulary the servers send and loadgen records):
 
@@ -145,8 +146,8 @@ class InferenceService:
         return await future
 
     def lend(self, rows: int) -> Lent | None:
-        """A pinned input block of `rows` rows to fill and submit with `lent=` (CUDA
-        pipelines only); None when there is none to lend (then submit plain arrays)."""
+        """An input block of `rows` rows (pinned on CUDA) to fill and submit with `lent=`;
+        None when there is none to lend (then submit plain arrays)."""
         instances = self._instances
         pool = instances.pool if instances is not None else None
         return pool.lend(rows) if pool is not None else None
@@ -171,7 +172,7 @@ class InferenceService:
         try:
             if not self._ready or batcher is None:
                 raise SutError("the service is not running")
-            rows = self._validate(inputs)
+            rows = self._validate(inputs, lent)
             if timeout_ns is not None and timeout_ns <= 0:
                 raise InvalidInput(f"timeout_ns must be > 0, got {timeout_ns}")
             if lent is not None:
@@ -277,7 +278,14 @@ class InferenceService:
     def _config_max_batch(self) -> int:
         return self._batcher_config.max_batch_size
 
-    def _validate(self, inputs: Mapping[str, np.ndarray]) -> int:
+    def _validate(self, inputs: Mapping[str, np.ndarray], lent: Lent | None = None) -> int:
+        """The request's rows; InvalidInput when its inputs do not fit the model. A lent
+        block's own arrays have the specs' names, dtypes and shapes by construction."""
+        limit = self._config_max_batch()
+        if lent is not None and inputs is lent.arrays:
+            if lent.rows > limit:
+                raise InvalidInput(f"{lent.rows} rows exceed max_batch_size={limit}")
+            return lent.rows
         specs = self._model().inputs
         if len(inputs) != len(specs) or any(s.name not in inputs for s in specs):
             raise InvalidInput(f"want inputs {[s.name for s in specs]}, got {sorted(inputs)}")
@@ -292,7 +300,6 @@ class InferenceService:
             if array.shape[0] < 1 or rows not in (-1, array.shape[0]):
                 raise InvalidInput(f"{spec.name}: batch dim {array.shape[0]}; must be >= 1, alike")
             rows = array.shape[0]
-        limit = self._config_max_batch()
         if rows > limit:
             raise InvalidInput(f"{rows} rows exceed max_batch_size={limit}")
         return rows
@@ -373,7 +380,8 @@ class InferenceService:
         requests = batch.requests
         try:
             parts = {name: [r.inputs[name] for r in requests] for name in requests[0].inputs}
-            outputs, phase = executor.run(parts, batch.rows)
+            lent = requests[0].lent if len(requests) == 1 else None
+            outputs, phase = executor.run(parts, batch.rows, lent)
         except Exception as exc:  # noqa: BLE001 - any model error fails this batch only
             self._fail(batch, exc)
             return

@@ -67,7 +67,7 @@ class PinnedPool:
         self._rows = rows
         self._limit = limit
         self._lock = threading.Lock()
-        self._blocks: list[dict[str, torch.Tensor]] = []
+        self._blocks: list[dict[int, Lent]] = []  # per block, its views by row count
         self._free: list[int] = []
         self.shapes_fixed = all(d >= 0 for s in specs for d in s.shape[1:])
 
@@ -77,7 +77,8 @@ class PinnedPool:
         return self._rows
 
     def lend(self, rows: int) -> Lent | None:
-        """A free block's first `rows` rows; None when `rows` does not fit or none is free."""
+        """A free block's first `rows` rows; None when `rows` does not fit or none is free.
+        The views of a block at a row count are made once and lent again as they are."""
         if rows > self._rows or not self.shapes_fixed:
             return None
         with self._lock:
@@ -88,13 +89,21 @@ class PinnedPool:
                 self._blocks.append({})  # reserved; filled outside the lock
             else:
                 return None
-        block = self._blocks[index]
-        if not block:
-            block.update({s.name: torch.empty((self._rows, *s.shape[1:]),
-                                              dtype=torch_dtype(s.datatype),
-                                              pin_memory=self._pinned) for s in self._specs})
-        tensors = {name: t[:rows] for name, t in block.items()}
-        return Lent({name: t.numpy() for name, t in tensors.items()}, tensors, rows, index)
+        views = self._blocks[index]
+        lent = views.get(rows)
+        if lent is not None:
+            return lent
+        full = views.get(self._rows)
+        if full is None:
+            tensors = {s.name: torch.empty((self._rows, *s.shape[1:]),
+                                           dtype=torch_dtype(s.datatype),
+                                           pin_memory=self._pinned) for s in self._specs}
+            full = views[self._rows] = Lent({n: t.numpy() for n, t in tensors.items()},
+                                            tensors, self._rows, index)
+        tensors = {name: t[:rows] for name, t in full.tensors.items()}
+        lent = views[rows] = Lent({n: t.numpy() for n, t in tensors.items()}, tensors, rows,
+                                  index)
+        return lent
 
     def give_back(self, lent: Lent) -> None:
         """Return a lent block; call once the device has read it."""

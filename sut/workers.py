@@ -33,6 +33,7 @@ from oipwire.datatypes import TensorSpec
 from oipwire.timing import COMPUTE, D2H, H2D
 from sut.errors import ConfigError, ModelLoadError
 from sut.forward import PRECISIONS, Forward
+from sut.staging import Lent
 from sut.tensors import torch_dtype
 
 __all__ = [
@@ -210,21 +211,27 @@ class Executor:
             ]
 
     def run(
-        self, parts: dict[str, list[np.ndarray]], rows: int
+        self, parts: dict[str, list[np.ndarray]], rows: int, lent: Lent | None = None
     ) -> tuple[list[np.ndarray], dict[str, int]]:
-        """Outputs (owned by the caller, in spec order) and h2d/compute/d2h durations in ns."""
+        """Outputs (owned by the caller, in spec order) and h2d/compute/d2h durations in ns.
+        `lent`: the block the batch's one request was gathered into; it is used as it is."""
         start = time.perf_counter_ns()
         if self._cuda:
-            return self._run_cuda([self._stage(s, parts[s.name], rows) for s in self._inputs],
-                                  start)
+            staged = ([lent.tensors[s.name] for s in self._inputs] if lent is not None
+                      else [self._stage(s, parts[s.name], rows) for s in self._inputs])
+            return self._run_cuda(staged, start)
         # CPU: each batch gets fresh input memory (one copy, as a staging buffer would cost),
-        # so outputs that alias it stay the caller's and a model writing its inputs in place
-        # cannot touch the requests' arrays.
-        staged = [torch.from_numpy(_joined(parts[s.name])) for s in self._inputs]
+        # or is a lent block, so outputs that alias it stay the caller's (an output that may
+        # share the block's memory is copied: the block is lent again) and a model writing
+        # its inputs in place cannot touch the requests' arrays.
+        staged = ([lent.tensors[s.name] for s in self._inputs] if lent is not None
+                  else [torch.from_numpy(_joined(parts[s.name])) for s in self._inputs])
         staged_ns = time.perf_counter_ns()
         results = self._forward(staged)
         computed_ns = time.perf_counter_ns()
         arrays = [t.numpy() for t in results]
+        if lent is not None:
+            arrays = [_own(a, lent) for a in arrays]
         end = time.perf_counter_ns()
         return arrays, {H2D: staged_ns - start, COMPUTE: computed_ns - staged_ns,
                         D2H: end - computed_ns}
@@ -274,6 +281,13 @@ class Executor:
             buf = torch.empty(tuple(result.shape), dtype=result.dtype, pin_memory=True)
             self._landing[index] = buf
         return buf[:rows]
+
+
+def _own(array: np.ndarray, lent: Lent) -> np.ndarray:
+    """`array`, or a copy of it when it may share memory with the lent block."""
+    if any(np.may_share_memory(array, block) for block in lent.arrays.values()):
+        return array.copy()
+    return array
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:

@@ -22,10 +22,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from loadgen.errors import SutSpecError
 
-__all__ = ["CompletionSink", "SystemUnderTest", "Timers", "parse_options"]
+__all__ = ["CompletionSink", "SampleTimes", "SystemUnderTest", "Timers", "parse_options"]
+
+#: per-sample finish times of a query (ns): a list, or one int64 array (an Offline query)
+SampleTimes = Sequence[int] | npt.NDArray[np.int64]
 
 
 class CompletionSink(Protocol):
@@ -36,7 +40,7 @@ class CompletionSink(Protocol):
         query_id: int,
         done_ns: int,
         components: Mapping[str, int] | None = None,
-        sample_done_ns: Sequence[int] | None = None,
+        sample_done_ns: SampleTimes | None = None,
         output: Any = None,
     ) -> None:
         """The query succeeded; `sample_done_ns` gives per-sample finish times when known."""

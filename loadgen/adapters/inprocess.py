@@ -68,7 +68,7 @@ class _Chunked:
         self.lock = threading.Lock()
         self.sent = self.outstanding = self.last_done = 0
         self.reported = False
-        self.sample_done: list[int] = [0] * len(indices)
+        self.sample_done = np.zeros(len(indices), dtype=np.int64)  # filled a chunk at a time
         self.outputs: np.ndarray | None = None  # every sample's output, filled in place
         self.components: dict[str, int] = {}
         self.failure: BaseException | None = None
@@ -270,7 +270,7 @@ class InProcessSut:
             else:
                 start = index * state.rows
                 count = len(state.chunks[index])
-                state.sample_done[start:start + count] = [result.done_ns] * count
+                state.sample_done[start:start + count] = result.done_ns
                 self._store_output(state, start, result)
                 if result.done_ns >= state.last_done:
                     state.last_done = result.done_ns

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.adapters.base import CompletionSink, SystemUnderTest, Timers
+from loadgen.adapters.base import CompletionSink, SampleTimes, SystemUnderTest, Timers
 from loadgen.adapters.tokens import PromptSource, TokenStream
 from loadgen.errors import SutSpecError
 
@@ -57,7 +57,7 @@ class _Replica:
             self.latency_max_ns = max(self.latency_max_ns, latency)
 
     def done(self, query_id: int, done_ns: int, components: Mapping[str, int] | None = None,
-             sample_done_ns: Sequence[int] | None = None, output: Any = None) -> None:
+             sample_done_ns: SampleTimes | None = None, output: Any = None) -> None:
         self._settle(query_id, done_ns)
         self.done_count += 1
         self.sink.done(query_id, done_ns, components, sample_done_ns, output)

@@ -92,6 +92,7 @@ class Runner:
         self._ahead: collections.deque[tuple[np.ndarray, np.ndarray]] = collections.deque()
         self._ahead_queries = 0
         self._ahead_limit = PLAN_AHEAD_VALUES // (1 + plan.samples_per_query)
+        self.plan_ns = 0  # time spent planning the schedule (its cost shows in the result)
         shape = session_shape(plan.settings)
         self._sessions: Conversations | None = None
         self._jobs: JobFlow | None = None
@@ -254,12 +255,15 @@ class Runner:
 
     def _plan_chunk(self) -> bool:
         """Plan one more chunk of the open-loop schedule; False once it is spent."""
+        began = time.perf_counter_ns()
         offsets = None if self._offsets is None else next(self._offsets, None)
+        if offsets is not None:
+            self._ahead.append((offsets, next(self._samples)))
+            self._ahead_queries += offsets.size
+        self.plan_ns += time.perf_counter_ns() - began
         if offsets is None:
             self._offsets = None
             return False
-        self._ahead.append((offsets, next(self._samples)))
-        self._ahead_queries += offsets.size
         return True
 
     def _tidy(self, slack_ns: int) -> bool:

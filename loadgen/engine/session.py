@@ -29,7 +29,7 @@ from loadgen.errors import SutError
 from loadgen.plan.jobs import JobBook
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.qsl import accuracy_queries
-from loadgen.plan.schedule import plan_queries, thin
+from loadgen.plan.schedule import share_queries
 from loadgen.plan.settings import IssueMode
 from loadgen.record.collect import Collector
 from loadgen.record.energy import EnergyMeter, EnergyTrace
@@ -56,7 +56,7 @@ without a schedule), waits and returns the start time (perf_counter ns)."""
 
 @dataclass(frozen=True, slots=True)
 class Share:
-    """Load process `index` of `count` issues its seeded-thinning share of the plan."""
+    """Load process `index` of `count` issues its share of the plan (`share_queries`)."""
 
     index: int = 0
     count: int = 1
@@ -72,6 +72,7 @@ class SessionOutcome:
     cpu_s: float  # this process's CPU time while the engine ran
     energy: EnergyTrace | None = None  # the energy readings, when a meter ran
     host_load: HostLoad | None = None  # what the rest of the host did while the engine ran
+    plan_s: tuple[float, float] = (0.0, 0.0)  # planning the schedule: in all, while it ran
 
 
 def new_collector(plan: RunPlan) -> Collector:
@@ -118,9 +119,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
     meter takes its idle baseline once the SUT is up and samples while the engine runs.
     """
     collector = new_collector(plan)
-    queries, ids = plan_queries(plan), None
-    if share.count > 1:
-        queries, ids = thin(queries, plan.settings.schedule_rng_seed, share.index, share.count)
+    queries, ids = share_queries(plan, share.index, share.count)
     runner = Runner(plan, sut, collector, *queries, progress, ids=ids, release_gil=release_gil,
                     share=(share.index, share.count))
     collector.on_finish = runner.query_finished
@@ -152,9 +151,10 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         start_at = None if gate is None else await gate(sut.describe(), runner.first_offset_ns)
         if energy is not None:
             energy.start()
-        cpu_s, host_before = time.process_time(), sample_host()
+        cpu_s, host_before, planned_ns = time.process_time(), sample_host(), runner.plan_ns
         times = await runner.run(start_at_ns=start_at)
         cpu_s, host = time.process_time() - cpu_s, host_load(host_before, sample_host())
+        plan_s = (runner.plan_ns / 1e9, (runner.plan_ns - planned_ns) / 1e9)
     finally:
         if energy is not None:
             trace = energy.stop()
@@ -170,7 +170,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
         await sut.stop()
     described = safe_tree(sut.describe())  # may hold text a server gave (metadata)
     return SessionOutcome(collector.tally(times), described, _score(plan, sut, collector),
-                          cpu_s, trace, host)
+                          cpu_s, trace, host, plan_s)
 
 
 def _interrupt(runner: Runner, plan: RunPlan) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "ArrivalProcess",
     "Burst",
     "Constant",
+    "ConstantShare",
     "Gamma",
     "Poisson",
     "Steps",
@@ -77,6 +78,25 @@ class Constant:
     def next_offsets(self, rng: np.random.Generator, after_ns: float, count: int,
                      planned: int = 0) -> Floats:
         return after_ns + (NS / self.rate_qps) * np.arange(1, count + 1, dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class ConstantShare:
+    """Load process `index` of `count`'s share of `Constant(rate_qps)`: its arrivals
+    index, index + count, index + 2 count, ... (0-based), computed directly."""
+
+    rate_qps: float
+    index: int
+    count: int
+
+    @property
+    def peak_qps(self) -> float:
+        return self.rate_qps / self.count
+
+    def next_offsets(self, rng: np.random.Generator, after_ns: float, count: int,
+                     planned: int = 0) -> Floats:
+        positions = self.index + self.count * (planned + np.arange(count, dtype=np.float64))
+        return (NS / self.rate_qps) * (positions + 1.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ schedule (see `schedule.py`). Here the first two live.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +31,7 @@ class QuerySampleLibrary:
 
 
 def sample_chunks(
-    qsl: QuerySampleLibrary, samples_per_query: int, seed: int, chunk: int
+    qsl: QuerySampleLibrary, samples_per_query: int, seed: int | Sequence[int], chunk: int
 ) -> Iterator[np.ndarray]:
     """Endless chunks of shape (chunk, samples_per_query): library indices per query."""
     loaded = qsl.loaded_indices()
@@ -42,7 +42,7 @@ def sample_chunks(
 
 
 def permuted_chunks(
-    qsl: QuerySampleLibrary, samples_per_query: int, seed: int, chunk: int
+    qsl: QuerySampleLibrary, samples_per_query: int, seed: int | Sequence[int], chunk: int
 ) -> Iterator[np.ndarray]:
     """Like `sample_chunks`, drawn from successive permutations of the performance set:
     every loaded sample is issued once before any is issued again (MLPerf's equal issue)."""

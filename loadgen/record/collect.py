@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import collections
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
+from loadgen.adapters.base import SampleTimes
 from loadgen.adapters.safetext import safe_text
 from loadgen.adapters.tokens import TokenStream
 from loadgen.record.histograms import FLUSH_SLICE, Recorder
@@ -23,11 +26,12 @@ from loadgen.record.tally import MAX_DETAILS, RunTimes, Tally
 from loadgen.record.tokens import TokenRecorder
 from loadgen.record.windows import WindowedRecorder, Windows
 
-__all__ = ["DETAIL_CHARS", "MAX_ERROR_KINDS", "OUT_OF_MEMORY", "TIDY_AT", "Collector"]
+__all__ = ["BULK_SAMPLES", "DETAIL_CHARS", "MAX_ERROR_KINDS", "OUT_OF_MEMORY", "TIDY_AT", "Collector"]
 
 MAX_ERROR_KINDS = 64
 DETAIL_CHARS = 300  # a message is cut to this length
 TIDY_AT = FLUSH_SLICE  # `tidy` records a slice of a buffer holding at least this many values
+BULK_SAMPLES = 64  # a query with more per-sample finish times records them as one array
 _OTHER = "other"
 OUT_OF_MEMORY = "out_of_memory"
 """The error kind of a failure whose message says the SUT ran out of memory (CUDA's
@@ -110,7 +114,7 @@ class Collector:
         query_id: int,
         done_ns: int,
         components: Mapping[str, int] | None = None,
-        sample_done_ns: Sequence[int] | None = None,
+        sample_done_ns: SampleTimes | None = None,
         output: Any = None,
     ) -> None:
         entry = self._inflight.pop(query_id, None)
@@ -144,7 +148,7 @@ class Collector:
             self._token_recorder().streamed(entry[0], sent, stream)
 
     def _completed(self, query_id: int, entry: tuple[int, int, int, bool], done_ns: int,
-                   components: Mapping[str, int] | None, sample_done_ns: Sequence[int] | None,
+                   components: Mapping[str, int] | None, sample_done_ns: SampleTimes | None,
                    output: Any, logged: bool = False) -> None:
         scheduled_ns, sent_ns, samples, measured = entry
         self.finished += 1
@@ -157,6 +161,8 @@ class Collector:
             self.query_latency.add_at(scheduled_ns, latency)
             if sample_done_ns is None:
                 self.latency.add(latency)
+            elif len(sample_done_ns) > BULK_SAMPLES:  # an Offline query: one array operation
+                self.latency.add_array(np.asarray(sample_done_ns, dtype=np.int64) - scheduled_ns)
             else:
                 for t in sample_done_ns:
                     self.latency.add(t - scheduled_ns)

@@ -227,3 +227,24 @@ def test_a_model_graphs_cannot_hold_runs_eager_and_says_why() -> None:
     assert info["pipelined"] and not info["cuda_graphs"]
     assert "CUDA graphs off, eager used" in info["executor_note"]
     assert result.outputs["output"].tolist() == [[2.0] * 4] * 3
+
+
+def test_each_ring_slot_replays_its_own_graphs_into_its_own_buffers() -> None:
+    async def body(s: InferenceService) -> tuple[list[CudaLauncher], list[Any]]:
+        assert s._instances is not None
+        launchers = [x for x in s._instances.launchers if isinstance(x, CudaLauncher)]
+        xs = [s.sample_inputs(np.arange(i, i + 1 + i % 16)) for i in range(120)]
+        results = await asyncio.gather(*(s.infer(x) for x in xs))  # every slot busy at once
+        return launchers, list(zip(xs, results, strict=True))
+
+    launchers, pairs = serve("mlp", body, device="cuda:0", max_batch_size="16",
+                             max_queue_delay_us="200")
+    for launcher in launchers:
+        assert len(launcher.graphs) == launcher.slots == 3
+        for bucket in launcher.graphs[0].buckets:  # no two slots share a static buffer
+            ins = {g.static_inputs(bucket)[0].data_ptr() for g in launcher.graphs}
+            outs = {g.replay(bucket)[0].data_ptr() for g in launcher.graphs}
+            assert len(ins) == len(outs) == 3
+    loaded = load_model("mlp", {}, 0)
+    for x, result in pairs:
+        _close(result.outputs["output"], _reference(loaded, x["input"]), "fp32")

@@ -138,3 +138,42 @@ def test_a_request_that_cannot_make_a_batch_due_wakes_no_worker() -> None:
     taker.join(10)
     assert got and got[0] is not None and got[0].rows == 4
     batcher.close(drain=False)
+
+
+@pytest.mark.parametrize("pipelined", ["false", "true"])
+def test_every_cpu_path_reads_a_lent_block_and_an_output_viewing_it_stays_the_callers(
+        pipelined: str) -> None:
+    async def body(s: InferenceService) -> tuple[list[int], list[np.ndarray], list[InferResult]]:
+        blocks, sent, results = [], [], []
+        for i in range(3):
+            lent = s.lend(4)  # on the CPU too, on either path
+            assert lent is not None
+            blocks.append(lent.block)
+            x = np.arange(16, dtype=np.float32).reshape(4, 4) + 100 * i
+            np.copyto(lent.arrays["input"], x)
+            sent.append(x)
+            results.append(await submitted(s, lent.arrays, lent=lent))
+        return blocks, sent, results
+
+    blocks, sent, results = serve("import:tests.sut.user_models:first_two", body, device="cpu",
+                                  pipelined=pipelined, input_shape="4")
+    assert blocks == [blocks[0]] * 3  # the same block, lent again once answered
+    for x, result in zip(sent, results, strict=True):  # later lends overwrote the block
+        assert result.outputs["output"].tolist() == x[:, :2].tolist()
+
+
+def test_a_blocks_views_are_made_once_per_row_count_and_share_its_memory() -> None:
+    loaded = load_model("mlp", {}, 0)
+    pool = PinnedPool(loaded.inputs, 8, limit=1, pinned=False)
+    full = pool.lend(8)
+    assert full is not None and pool.lend(8) is None  # the only block is out
+    pool.give_back(full)
+    assert pool.lend(8) is full  # the same views, not made again
+    pool.give_back(full)
+    part = pool.lend(3)
+    assert part is not None and part.block == full.block and part.rows == 3
+    assert part.arrays["input"].shape[0] == 3 and part.tensors["input"].shape[0] == 3
+    assert np.shares_memory(part.arrays["input"], full.arrays["input"])
+    assert part.tensors["input"].data_ptr() == full.tensors["input"].data_ptr()
+    pool.give_back(part)
+    assert pool.lend(3) is part and pool.lend(9) is None  # more rows than a block holds

@@ -35,6 +35,13 @@ class Gated(nn.Module):
         return x.sum(dim=1, keepdim=True)
 
 
+class FirstTwo(nn.Module):
+    """Returns a view of its input's first two columns: an output that aliases the input."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, :2]
+
+
 class Picky(nn.Module):
     """Raises on any input above 1000: a batch whose inference fails."""
 
@@ -57,6 +64,10 @@ def echo() -> nn.Module:
 
 def gated() -> nn.Module:
     return Gated()
+
+
+def first_two() -> nn.Module:
+    return FirstTwo()
 
 
 def picky() -> nn.Module:

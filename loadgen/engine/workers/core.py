@@ -1,7 +1,7 @@
 """One worker's side, whatever engine hosts it: its share of the plan, reported as it goes.
 
 `WorkerCore.run` builds the SUT from its spec, runs the ordinary run session
-on the worker's thinned share, says READY through its gate, waits for its
+on the worker's share of the plan, says READY through its gate, waits for its
 release, says STARTED with its start slack (how long before its first scheduled
 query it was released; below 0, it was late), and sends a REPORT every
 `REPORT_EVERY_NS` (what its tally gained since the last one, `record.deltas`: the
@@ -9,11 +9,16 @@ cost of a report follows the interval, not the run; a worker lost later leaves
 everything up to its last report behind), a light PROGRESS at the other progress
 ticks (its counters and running `Glance`, for the live display; a few hundred
 bytes) and DONE at the end, with its own cost: CPU time, longest stall of its
-loop, involuntary context switches, messages and bytes sent, and its cores.
+loop, involuntary context switches, messages and bytes sent, its cores, and what
+could make its cost per query grow with the number of processes: time spent planning
+its share (in all, and while it ran), garbage collections and their time, peak RSS
+and minor page faults (collections and faults counted from its release), and the core
+it last ran on.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import time
@@ -56,6 +61,8 @@ class WorkerCore:
         self.longest_stall_ns = 0
         self._last_tick_ns: int | None = None  # elapsed time of the previous progress tick
         self._switches = 0  # involuntary context switches before the start
+        self._faults = 0  # minor page faults before the start
+        self._gc = _GcClock()
         self._deltas = TallyDeltas()
         self._next_report_ns = REPORT_EVERY_NS  # elapsed time of the next full report
         self._interrupt: Callable[[], None] | None = None
@@ -76,6 +83,8 @@ class WorkerCore:
             self.late_ns = now - deadline  # < 0: it was waiting in time
             self.slack_ns = deadline + (first_offset_ns or 0) - now
             self._switches = _involuntary_switches()
+            self._faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            self._gc.start()
             self.send(STARTED, {"start_slack_ns": self.slack_ns})
             return deadline
 
@@ -92,7 +101,7 @@ class WorkerCore:
                          "late_ns": self.late_ns, "issued": self.collector.issued,
                          "progress": _progress(self.collector, outcome.tally.times.end_ns
                                                - outcome.tally.times.start_ns),
-                         "cost": self._cost()})
+                         "cost": self._cost() | {"plan_s": list(outcome.plan_s)}})
 
     def send(self, kind: str, body: Any) -> None:
         """Send one message, counted."""
@@ -102,9 +111,14 @@ class WorkerCore:
     def _cost(self) -> dict[str, Any]:
         """What this worker cost its host: slack, stalls, switches, messages, cores."""
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        collections, gc_ns = self._gc.stop()
         return {"start_slack_ns": self.slack_ns, "longest_stall_ns": self.longest_stall_ns,
                 "involuntary_switches": _involuntary_switches() - self._switches,
-                "messages": self.messages, "sent_bytes": self.sent_bytes, "cpus": cores}
+                "messages": self.messages, "sent_bytes": self.sent_bytes, "cpus": cores,
+                "gc_collections": collections, "gc_ns": gc_ns,
+                "max_rss_kib": usage.ru_maxrss, "minor_faults": usage.ru_minflt - self._faults,
+                "last_cpu": _last_cpu()}
 
     def _take_interrupt(self, interrupt: Callable[[], None]) -> None:
         self._interrupt = interrupt
@@ -134,9 +148,47 @@ class WorkerCore:
                            "late_ns": self.late_ns})
 
 
+class _GcClock:
+    """Garbage collections and the time they took, from `start` to `stop`."""
+
+    def __init__(self) -> None:
+        self.collections = self.ns = 0
+        self._began = 0
+        self._on = False
+
+    def start(self) -> None:
+        if not self._on:
+            self._on = True
+            gc.callbacks.append(self._tick)
+
+    def stop(self) -> tuple[int, int]:
+        """(collections, ns) so far; the clock stops."""
+        if self._on:
+            self._on = False
+            gc.callbacks.remove(self._tick)
+        return self.collections, self.ns
+
+    def _tick(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter_ns()
+        else:
+            self.collections += 1
+            self.ns += time.perf_counter_ns() - self._began
+
+
 def _involuntary_switches() -> int:
     """This process's involuntary context switches so far (it was made to give up a core)."""
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw)
+
+
+def _last_cpu() -> int | None:
+    """The core this process last ran on (Linux: /proc/self/stat); None elsewhere."""
+    try:
+        with open("/proc/self/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[36]) if len(fields) > 36 else None  # field 39, counted from 1
 
 
 def _progress(c: Collector, elapsed_ns: int) -> list[int]:

@@ -45,7 +45,7 @@ from loadgen.engine.workers.clock import ClockReading, measure_offset, skew_boun
 from loadgen.engine.workers.live import LiveView
 from loadgen.errors import SutError
 from loadgen.plan.plan import RunPlan
-from loadgen.plan.schedule import share_size
+from loadgen.plan.schedule import share_size, split_kind
 from loadgen.record.deltas import TallySum
 from loadgen.record.energy import EnergyMeter, EnergyTrace
 from loadgen.record.glance import Glance, decode_glance, merge_glances
@@ -260,12 +260,12 @@ def _spread(plan: RunPlan, engine: Engine, tracks: list[_Track], t0: int, releas
     clocks = [_clock_figures(t) for t in tracks]
     lost = [_lost_figures(plan, t, count) for t in tracks if t.lost is not None]
     skew = skew_bound_ns([c["offset_error_ns"] + abs(c["drift_ns"]) for c in clocks])
-    distributed = {**engine.describe(), "split": "seeded thinning",
+    distributed = {**engine.describe(), "split": split_kind(plan),
                    "hosts": len({t.where.host for t in tracks}),
                    "start_ns": t0, "start_margin_ns": release.margin_ns,
                    "release_cost_ns": release.cost_ns, "skew_bound_ns": skew,
                    "workers": clocks, "lost": lost}
-    workers = {"count": count, "split": "seeded thinning of the global schedule",
+    workers = {"count": count, "split": split_kind(plan),
                "per_worker": [_load_figures(t, tally) for t, tally in parts], "driver": driver}
     return Spread(SessionOutcome(merged, _sut(tracks), None, cpu, energy), workers, distributed)
 
@@ -354,4 +354,17 @@ def _cost_figures(t: _Track) -> dict[str, Any]:
             "involuntary_switches": cost.get("involuntary_switches"),
             "messages": cost.get("messages"),
             "sent_kib": None if "sent_bytes" not in cost else round(cost["sent_bytes"] / 1024, 1),
-            "cpus": cost.get("cpus")}
+            "cpus": cost.get("cpus"), **_growth_figures(cost)}
+
+
+def _growth_figures(cost: dict[str, Any]) -> dict[str, Any]:
+    """What could make a worker's cost per query grow with the process count: planning
+    its share (in all; while it ran), garbage collection, memory, page faults, its core."""
+    plan_s = cost.get("plan_s")
+    return {"plan_s": None if plan_s is None else round(plan_s[0], 6),
+            "plan_in_run_s": None if plan_s is None else round(plan_s[1], 6),
+            "gc_collections": cost.get("gc_collections"),
+            "gc_ms": None if "gc_ns" not in cost else round(cost["gc_ns"] / 1e6, 3),
+            "max_rss_mib": None if "max_rss_kib" not in cost
+            else round(cost["max_rss_kib"] / 1024, 1),
+            "minor_faults": cost.get("minor_faults"), "last_cpu": cost.get("last_cpu")}

@@ -2,7 +2,7 @@
 
 Each process (spawned, so nothing is shared by accident) builds its own SUT
 adapter from the spec string and its own event loop, and runs a `WorkerCore`
-on its thinned share of the plan. A reader thread answers clock pings and
+on its share of the plan. A reader thread answers clock pings and
 takes the release; the messages go back on the pipe, where the driver waits
 on them (`wait`). With `worker_cpus` set, the driver and each process are
 pinned to cores (`placement.pin_plan`). Query ids are global;

@@ -104,6 +104,8 @@ def test_queries_of_one_several_and_many_samples() -> None:
         assert (call["sample_done_ns"] is not None) == chunked
     many = sink.done_calls[2]
     assert len(many["sample_done_ns"]) == 20 and max(many["sample_done_ns"]) == many["done_ns"]
+    assert many["sample_done_ns"].dtype == np.int64  # one array, filled a chunk at a time
+    assert min(many["sample_done_ns"]) > 0  # every sample's chunk stamped it
 
 
 def test_a_chunked_query_of_an_unlabelled_model_returns_every_output_row() -> None:

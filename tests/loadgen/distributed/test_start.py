@@ -57,6 +57,10 @@ def test_a_slow_idle_reading_leaves_every_worker_released_in_time_and_the_run_va
     assert 0 <= r.workers["driver"]["cpu_share"] < 1.5
     assert all(w["messages"] > 0 and w["sent_kib"] > 0 and w["longest_stall_ns"] is not None
                for w in per_worker)
+    for w in per_worker:  # what could make the cost per query grow with the process count
+        assert w["plan_s"] > 0 and 0 <= w["plan_in_run_s"] <= w["plan_s"], w
+        assert w["gc_collections"] >= 0 and w["gc_ms"] >= 0 and w["max_rss_mib"] > 10, w
+        assert w["minor_faults"] >= 0 and w["last_cpu"] in w["cpus"], w
     harness = next(line for line in (tmp_path / "summary.txt").read_text().splitlines()
                    if line.startswith("Harness"))
     assert "#0 cpu" in harness and "#1 cpu" in harness and "driver cpu" in harness

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loadgen.record.collect import MAX_ERROR_KINDS, TIDY_AT, Collector
+from loadgen.record.collect import BULK_SAMPLES, MAX_ERROR_KINDS, TIDY_AT, Collector
 from loadgen.record.histograms import FLUSH_SLICE
 from loadgen.record.querylog import QueryLog, read_binary
 from loadgen.record.tally import RunTimes
@@ -96,3 +96,19 @@ def test_an_out_of_memory_failure_is_its_own_kind() -> None:
         c.issued_query(q, 0, 0, 1, True)
         c.failed(q, 10, "http_500", detail)
     assert dict(c.errors_by_kind) == {"out_of_memory": 2, "http_500": 1}
+
+
+def test_an_offline_querys_per_sample_finish_times_are_recorded_in_bulk_exactly() -> None:
+    c = Collector(slo_ns=50 * MS)
+    c.started(0, 0)
+    count = BULK_SAMPLES * 10 + 3
+    done = 1_000 + np.arange(count, dtype=np.int64) * 7_000  # as an array, one a sample
+    c.issued_query(0, 1_000, 1_500, count, True)
+    c.done(0, int(done[-1]), sample_done_ns=done)
+    c.issued_query(1, 2_000, 2_500, 3, True)  # a few: one at a time, the same figures
+    c.done(1, 9_000, sample_done_ns=[5_000, 7_000, 9_000])
+    latency = c.tally(TIMES).histograms["latency_ns"]
+    assert latency.total_count == count + 3 and c.measured_samples == count + 3
+    assert latency.get_min_value() == 0
+    assert latency.get_max_value() == latency.get_highest_equivalent_value(int(done[-1]) - 1_000)
+    assert latency.get_count_at_value(7_000) == 2  # one from each query
