@@ -3,8 +3,14 @@
 `ConnectionPool` keeps `connections` connections open, each taking the next request from a
 `Pending` FIFO when free. The connections are asyncio Protocols made by the factory it is
 given (`fasthttp`'s request/response one, `streamhttp`'s token-stream one); each meets
-`PooledConnection`. A lost connection fails its request (`connection_reset`) and is
-reopened with backoff; while none is open, every failed attempt fails the queued requests
+`PooledConnection`. A connection the server closes cleanly while idle, at least
+`SETTLED_S` after it opened (a keep-alive idle timeout), is no failure: it is reopened at
+once, not lazily, so that the next request does not pay for the connect. Any other lost
+connection fails its request (`connection_reset`) and is reopened; one that closes sooner
+or before it served (a server that accepts then closes) counts a failure, and the reopen
+waits an exponential backoff (`BACKOFF_MIN_S` to `BACKOFF_MAX_S`). A good connection (one
+that served, or settled then closed idle) resets the count, so one bad patch does not slow
+the rest of the run. While none is open, every failed attempt fails the queued requests
 (`connect_error`), so a dead server fails queries promptly. `timeout_ns` fails a request
 not finished that long after it was written (`timeout`) and drops its connection.
 """
@@ -19,10 +25,13 @@ from typing import Generic, Protocol, TypeVar, cast
 
 from loadgen.adapters.wire.queueing import Job, Pending, Tag
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "ConnectionPool", "Failure", "PooledConnection"]
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "SETTLED_S", "ConnectionPool", "Failure",
+           "PooledConnection"]
 
 BACKOFF_MIN_S = 0.01
 BACKOFF_MAX_S = 0.5
+SETTLED_S = 0.05
+"""A connection open this long before the server closes it idle was a good one."""
 
 Failure = Callable[[Tag, int, str, "str | None"], None]
 """(tag, now_ns, kind, detail)"""
@@ -59,7 +68,7 @@ class ConnectionPool(Generic[C]):
         self.timeout_ns = timeout_ns
         self.pending: Pending[bytes] = Pending()
         self._idle: list[C] = []
-        self._live: list[C] = []
+        self._live: dict[C, int] = {}  # each open connection: when it opened (perf_counter_ns)
         self._failures = 0
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -125,7 +134,7 @@ class ConnectionPool(Generic[C]):
             assert conn.transport is not None
             conn.transport.close()
             return
-        self._live.append(conn)
+        self._live[conn] = time.perf_counter_ns()
         self._next(conn)
 
     def _next(self, conn: C) -> None:
@@ -136,17 +145,20 @@ class ConnectionPool(Generic[C]):
             conn.send(*item)
 
     def _lost(self, conn: C, exc: Exception | None = None) -> None:
-        if conn in self._live:
-            self._live.remove(conn)
-        if conn in self._idle:
+        now = time.perf_counter_ns()
+        opened_ns = self._live.pop(conn, now)
+        was_idle = conn in self._idle
+        if was_idle:
             self._idle.remove(conn)
         if conn.tag is not None:
             tag, conn.tag = conn.tag, None
-            self.on_failure(tag, time.perf_counter_ns(), "connection_reset",
+            self.on_failure(tag, now, "connection_reset",
                             f"connection lost: {exc}" if exc else "connection closed by the server")
         if self._closing:
             return
-        if not conn.served:
+        if was_idle and exc is None and now - opened_ns >= SETTLED_S * 1e9:
+            self._failures = 0  # the server's idle timeout: a good connection, reopen now
+        elif not conn.served:
             self._failures += 1
         self._reconnect(self._backoff())
 
