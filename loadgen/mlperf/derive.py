@@ -117,6 +117,7 @@ def plan_for(s: TestSettings, total: int, performance_count: int, *, accuracy: b
         "qsl_rng_seed": s.qsl_rng_seed, "sample_index_rng_seed": s.sample_index_rng_seed,
         "schedule_rng_seed": s.schedule_rng_seed, "drain_timeout_s": DRAIN_TIMEOUT_S,
         "concurrency": 1,
+        "energy": "off",  # LoadGen meters none (MLPerf's power runs use their own PTD)
     } | _token_keys(s)
     if scenario is TestScenario.Offline:
         if accuracy:  # one query per loadable set, as LoadGen issues them

@@ -14,6 +14,7 @@ import pytest
 
 import loadgen.mlperf as lg
 from loadgen.errors import SettingsError
+from loadgen.mlperf.derive import plan_for
 from tests.loadgen.mlperf import logfiles
 
 
@@ -124,3 +125,9 @@ def test_equal_issue_issues_every_loaded_sample_equally_often(tmp_path: Path):
     _run(tmp_path, issue, settings)  # 32 samples, 16 loaded: 100 queries padded to 112
     counts = collections.Counter(issued)
     assert len(issued) == 112 and len(counts) == 16 and set(counts.values()) == {7}
+
+
+def test_the_drop_in_meters_no_energy_as_loadgen():
+    for mode, accuracy in ((lg.TestMode.PerformanceOnly, False), (lg.TestMode.AccuracyOnly, True)):
+        plan = plan_for(_settings(lg.TestScenario.Server, mode), 32, 16, accuracy=accuracy)
+        assert plan.settings.energy == "off"  # no idle reading before a LoadGen test
