@@ -46,9 +46,10 @@ def test_sigterm_writes_a_partial_result_marked_interrupted(tmp_path: Path) -> N
 
 
 def test_a_second_interrupt_stops_the_drain_of_a_stalled_sut(tmp_path: Path) -> None:
-    # the sim stalls 2 s after its start: a busy host can take 0.2 s to the first query, and
-    # the log holds rows once some were answered (its first flush comes at 2 s anyway)
-    proc = _start(tmp_path, "sim:service=const:200us,stall_after_s=2", "drain_timeout_s=900")
+    # the sim stalls 1 s after its start, so before the query log's first flush (2 s after the
+    # run's start), which `wait_running` waits for: the interrupt always finds it stalled; a
+    # busy host can take 0.2 s to the first query, and 500 QPS leaves rows answered by 1 s
+    proc = _start(tmp_path, "sim:service=const:200us,stall_after_s=1", "drain_timeout_s=900")
     try:
         wait_running(proc, tmp_path)
         began = time.monotonic()

@@ -38,8 +38,8 @@ def test_itl_has_n_minus_one_values_when_chunks_carry_four_tokens(tmp_path: Path
     assert ts.tokens.output_total == 33 * ts.tokens.requests  # the server's usage
     assert ts.tokens.discrepancy.mismatched > 0  # the client counts 4-token chunks otherwise
     itl, tpot = ts.latency("itl_ns").summary, ts.latency("tpot_ns").summary
-    assert itl["count"] == ts.tokens.output_total - ts.tokens.requests  # N - 1 each
-    assert abs(itl["mean"] - tpot["mean"]) <= 0.05 * tpot["mean"] + 50_000
+    assert itl.count == ts.tokens.output_total - ts.tokens.requests  # N - 1 each
+    assert abs(itl.mean - tpot.mean) <= 0.05 * tpot.mean + 50_000
 
 
 def test_a_request_queued_for_a_connection_is_stamped_when_sent() -> None:
