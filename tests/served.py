@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Served", "port_server", "read_line", "serve", "stop"]
+__all__ = ["Served", "port_server", "read_line", "serve", "serve_tiny_llm", "stop"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,4 +86,22 @@ def serve(model: str, timeout_s: float = 120) -> Iterator[Served]:
         yield Served(proc, http, grpc)
     finally:
         stop(proc, 30)
+        proc.stdout.close()
+
+
+@contextlib.contextmanager
+def serve_tiny_llm(*args: str, grace_s: float = 60) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`loadgen serve --model tiny-llm --http-port 0 --device cpu ARGS` once ready: the process
+    and its host:port; SIGTERM at the end (a kill if it has not drained within `grace_s`)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadgen", "serve", "--model", "tiny-llm", "--http-port", "0",
+         "--device", "cpu", *args],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        banner = read_line(proc, 120)
+        assert banner.startswith("serving tiny-llm http=127.0.0.1:"), banner
+        assert read_line(proc, 120) == "ready tiny-llm"
+        yield proc, banner.split("http=")[1]
+    finally:
+        stop(proc, grace_s)
         proc.stdout.close()

@@ -8,11 +8,6 @@ fan-in and a deadline)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,27 +15,9 @@ import pytest
 from loadgen.cli.main import main as cli_main
 from loadgen.plan.traces.blocks import ideal_cached_tokens
 from loadgen.plan.traces.mooncake import read_mooncake
-from tests.served import ROOT, read_line, stop
+from tests.served import ROOT, serve_tiny_llm
 
 pytestmark = pytest.mark.functional
-
-
-@contextmanager
-def _serve_tiny_llm() -> Iterator[str]:
-    """`loadgen serve --model tiny-llm` on a free loopback port: its host:port; stopped by pid."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "serve", "--model", "tiny-llm", "--http-port", "0",
-         "--device", "cpu", "--max-num-seqs", "8"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        banner = read_line(proc, 120)
-        assert banner.startswith("serving tiny-llm http=127.0.0.1:"), banner
-        assert read_line(proc, 120) == "ready tiny-llm"
-        yield banner.split("http=")[1]
-    finally:
-        stop(proc, 60)
-        assert proc.stdout is not None
-        proc.stdout.close()
 
 
 def _run(scenario: str, sut: str, out: Path) -> dict[str, object]:
@@ -53,7 +30,7 @@ def _run(scenario: str, sut: str, out: Path) -> dict[str, object]:
 
 def test_the_readme_workload_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # the README's commands run from the repository's root
-    with _serve_tiny_llm() as address:
+    with serve_tiny_llm("--max-num-seqs", "8") as (_, address):
         # no preflight: its request (the first prompt) would prime the cache
         sut = f"openai://{address}/tiny-llm?endpoint=completions&preflight=0"
         trace = _run("scenarios/mooncake.toml", sut, tmp_path / "mooncake")

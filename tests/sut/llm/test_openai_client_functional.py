@@ -7,16 +7,15 @@ when that cannot be made.
 from __future__ import annotations
 
 import json
-import os
+import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from sut.llm.tokenizer import chat_prompt, encode
 from tests.openai_venv import openai_python
-from tests.served import ROOT, read_line, stop
+from tests.served import serve_tiny_llm
 
 pytestmark = pytest.mark.functional
 
@@ -25,22 +24,11 @@ CLIENT = Path(__file__).with_name("openai_client.py")
 
 def test_openai_client_streams_chat_and_completions_with_usage() -> None:
     python = openai_python()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "serve", "--model", "tiny-llm", "--http-port", "0",
-         "--auth-token", "sesame", "--device", "cpu", "--max-num-seqs", "4"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        banner = read_line(proc, 120)
-        assert banner.startswith("serving tiny-llm http=127.0.0.1:"), banner
-        address = banner.split("http=")[1]
-        assert read_line(proc, 120) == "ready tiny-llm"
+    with serve_tiny_llm("--auth-token", "sesame", "--max-num-seqs", "4") as (proc, address):
         ran = subprocess.run([python, CLIENT, f"http://{address}/v1"], capture_output=True,
                              text=True, timeout=120, check=False)
         assert ran.returncode == 0, ran.stderr[-2000:]
-    finally:
-        code = stop(proc, 60)
-        proc.stdout.close()
-    assert code in (0, None)  # a clean exit, unless it had to be killed
+    assert proc.returncode in (0, -signal.SIGKILL)  # a clean exit, unless it had to be killed
     seen = json.loads(ran.stdout)
     assert seen["models"] == ["tiny-llm"]
     prompt = len(encode(chat_prompt([{"role": "user", "content": "Say something"}])))

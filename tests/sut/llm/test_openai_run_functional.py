@@ -8,16 +8,13 @@ The server is a subprocess on loopback (port 0), stopped by pid; the run is a sh
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
 from loadgen.api import run_test
 from loadgen.plan.settings import settings_from_mapping
-from tests.served import ROOT, read_line, stop
+from tests.served import serve_tiny_llm
 
 pytestmark = pytest.mark.functional
 
@@ -27,18 +24,8 @@ TOKENS = 8
 @pytest.fixture(scope="module")
 def address() -> Iterator[str]:
     """`host:port` of `loadgen serve --model tiny-llm` with its default request bounds."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "serve", "--model", "tiny-llm", "--http-port", "0",
-         "--device", "cpu", "--max-num-seqs", "4"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        banner = read_line(proc, 120)
-        assert banner.startswith("serving tiny-llm http=127.0.0.1:"), banner
-        assert read_line(proc, 120) == "ready tiny-llm"
-        yield banner.split("http=")[1]
-    finally:
-        stop(proc, 30)
-        proc.stdout.close()
+    with serve_tiny_llm("--max-num-seqs", "4", grace_s=30) as (_, served):
+        yield served
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
