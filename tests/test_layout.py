@@ -11,6 +11,7 @@ read: module level, inside functions, under `if TYPE_CHECKING`, in `try` blocks,
 - oipwire: only the standard library, numpy and itself (`oipwire.proto` also protobuf and grpc).
 - no import cycle among the modules of the three packages (function-local imports included).
 - each module imports alone in a fresh interpreter.
+- README's Architecture section names every module (the generated gRPC stubs aside).
 - tests mirror the stage folders: `tests/loadgen/<stage>/test_<module>[_<more>].py` names a
   module of `loadgen/<stage>/`; a file directly in `tests/loadgen/` names a module of the package
   face or a top-level stage (`test_face.py` is the face's); the feature suites (`FEATURE_SUITES`)
@@ -359,6 +360,17 @@ def test_tests_mirror_the_stage_folders():
             bad.append(f"{test.relative_to(ROOT)}: names no module of "
                        f"loadgen/{'/'.join(folder)}")
     assert not bad, "test files that mirror no module:\n" + "\n".join(bad)
+
+
+def test_the_readme_architecture_names_every_module():
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("## Architecture")
+    end = readme.find("\n## ", start)
+    section = readme[start:end if end > 0 else len(readme)]
+    unnamed = [name for name, path in SOURCES.items()
+               if path.stem not in ("__init__", "__main__") and ".proto." not in name
+               and path.stem not in section]
+    assert not unnamed, f"README's Architecture section does not name: {unnamed}"
 
 
 _IMPORT_EACH = """
