@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits  # type: ignore[import-untyped]
 from torch import nn
 
 from oipwire.datatypes import TensorSpec
@@ -46,6 +45,10 @@ def digits_net() -> nn.Module:
 
 def _split(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(images scaled to [0, 1] as float32, labels, train indices, held-out indices)."""
+    # imported here: scikit-learn (and the SciPy it loads) takes seconds to import, and every
+    # `loadgen serve` and builtin: SUT imports this module, most to serve another model
+    from sklearn.datasets import load_digits  # type: ignore[import-untyped]
+
     data = load_digits()
     images = (data.data / 16.0).astype(np.float32)
     labels = data.target.astype(np.int64)

@@ -10,9 +10,8 @@ with its per-query log, and checks four links:
 2. The plan is Poisson: the first-come-first-served recursion (Lindley;
    Kiefer-Wolfowitz for 2 servers) over the *scheduled* arrivals and the sim's
    own service draws agrees with M/D/1 and M/M/c theory within 2% (mean) and
-   5% (p99). Query counts are sized for that: at utilisation 0.6, 400k queries
-   spread the mean by < 0.7% and p99 by < 2% across seeds; at 0.8 that takes
-   1.6M.
+   5% (p99). Query counts are sized for that (`QUERIES`): each tolerance is at
+   least 3 standard deviations of its statistic across seeds.
 3. The engine's own figures agree with theory within the same tolerances, when
    it delivered the plan faithfully enough to judge: the rare long issue lags
    (host hiccups of 0.1-2 ms, some 20 a second on this VM even in a bare spin
@@ -48,7 +47,19 @@ from tests.loadgen import queueing
 SERVICE_NS = {1: 25_000, 2: 50_000}  # by servers: every case issues 24k-32k QPS, no more
 SEED = 11
 WARMUP_S = 0.5
-QUERIES = {0.6: 400_000, 0.8: 1_600_000}
+# Measured queries by (service kind, utilisation), sized so that each of link 2's tolerances
+# (2% on the mean, 5% on p99) is at least 3 standard deviations (SD) of its statistic across
+# seeds: for a random seed a correct engine fails a given check with probability <= 0.3%
+# (normal), and the seed is fixed, so the outcome repeats. The SD falls as c / sqrt(n) once
+# n is far past the queue's correlation time; c (in % x sqrt(queries)) from the batch means
+# and batch p99s of 12M-16M-query Lindley / Kiefer-Wolfowitz simulations (60-320 batches of
+# 50k-200k queries), and n = (c / (tolerance / 3))**2, the larger of mean's and p99's:
+#   M/D/1 0.6: mean c 192, p99 c 662 -> 160k    M/D/1 0.8: mean 530, p99 1300 -> 650k
+#   M/M/2 0.6: mean c 355, p99 c 690 -> 290k    M/M/2 0.8: mean 870, p99 1800 -> 1.75M
+# (before, 400k and 1.6M for both kinds: 4.8 SD for M/D/1 at both utilisations, more than
+# needed; 3.6 and 2.9 SD for M/M/2, whose 0.8 case was the one under 3).
+QUERIES = {("const", 0.6): 160_000, ("const", 0.8): 650_000, ("exp", 0.6): 290_000,
+           ("exp", 0.8): 1_750_000}
 MAX_DISTORTION = 0.005  # of the mean sojourn, from delivered against scheduled arrivals
 CASES = [("const", 1, 0.6), ("const", 1, 0.8), ("exp", 2, 0.6), ("exp", 2, 0.8)]
 
@@ -91,7 +102,7 @@ def _case(kind: str, servers: int, rho: float) -> Case:
     rate = rho * servers / (SERVICE_NS[servers] / 1e9)
     service = ServiceTime(kind, SERVICE_NS[servers])
     result, rows = _run({"preset": "dev", "target_qps": rate, "target_latency_ms": 100,
-                         "min_duration_s": 0, "min_query_count": QUERIES[rho],
+                         "min_duration_s": 0, "min_query_count": QUERIES[kind, rho],
                          "warmup_s": WARMUP_S, "max_issue_lag_ms": 1000},
                         SimSut(service, servers=servers, seed=SEED))
     draws = [int(d) for d in itertools.islice(
@@ -144,10 +155,14 @@ def test_the_engine_figures_agree_with_theory(kind, servers, rho):
     assert sojourn["p99"] == pytest.approx(case.theory_p99_ns, rel=0.05)
 
 
-MS_SERVICE_NS = 2_000_000  # link 4: issue lag of microseconds is negligible against this
+# link 4: issue lag of microseconds is negligible against a millisecond. M/D/1 in units of
+# its service time is the same queue at any service time, so 1 ms for 20 s is the same
+# ~14,000-query draw (and the same statistics, tolerance in SEs and power) as 2 ms for 40 s,
+# in half the time.
+MS_SERVICE_NS = 1_000_000
 MS_RHO = 0.7
-MS_DURATION_S = 40.0
-MS_BATCHES = 20  # consecutive batches of ~700 queries (2 s) each
+MS_DURATION_S = 20.0
+MS_BATCHES = 20  # consecutive batches of ~700 queries (1 s) each
 MS_Z = 5.0  # standard errors allowed (see the test's docstring)
 HDR_REL = 1e-3  # the recorded mean's resolution: HDR at 3 significant digits
 
@@ -162,13 +177,13 @@ def _ms_run() -> tuple[dict[str, Any], np.ndarray]:
 
 
 def test_engine_mean_latency_meets_md1_theory_at_millisecond_service():
-    """M/D/1, 2 ms service, utilisation 0.7, 40 s: the engine's mean latency is theory's.
+    """M/D/1, 1 ms service, utilisation 0.7, 20 s: the engine's mean latency is theory's.
 
-    Theory: latency = S + rho S / (2 (1 - rho)) = 4.333 ms. A 40 s run is one draw of the
+    Theory: latency = S + rho S / (2 (1 - rho)) = 2.167 ms. A 20 s run is one draw of the
     M/D/1 sample mean, and its spread is the tolerance. Latencies in a queue are correlated
     (integrated autocorrelation time ~19 queries here, so the naive sigma / sqrt(n) of
-    0.025 ms is 4-5x too small), hence batch means: 20 consecutive batches of 2 s (~700
-    queries, ~35 correlation times: near independent) give the standard error SE, ~0.1 ms.
+    0.0125 ms is 4-5x too small), hence batch means: 20 consecutive batches of 1 s (~700
+    queries, ~35 correlation times: near independent) give the standard error SE, ~0.05 ms.
     SE is taken from the queue of the *planned* arrivals (the recursion over the schedule with
     the sim's constant service), so host noise cannot widen its own tolerance; that queue is
     the draw theory is compared against, and the engine's figure is that queue plus its issue
@@ -177,7 +192,7 @@ def test_engine_mean_latency_meets_md1_theory_at_millisecond_service():
     queue's batch means are right-skewed and their SE runs low when the batches are quiet:
     over 12 000 simulated M/D/1 runs of this size |dev| exceeded 4 SE in 0.22% and 5 SE in
     0.04%. The seed is fixed, so the planned part is repeatable and the rest is the engine's:
-    a miss means its issue lag moved the mean by hundreds of microseconds (a host that stalls
+    a miss means its issue lag moved the mean by a quarter of a millisecond (a host that stalls
     for milliseconds, which the message shows), or the engine is wrong.
     """
     result, rows = _ms_run()

@@ -5,10 +5,14 @@ The commands are read from the documents' shell blocks (continuation lines joine
 comments dropped) and run in order, one block after another, in a scratch directory per
 document holding `scenarios/` and two runs `runs/a`, `runs/b` (so `runs/...` paths and
 `report`/`compare` of earlier outputs work as a reader of that document would run them).
+Each runs through the CLI's entry point in this process, its exit code as `loadgen` would
+return it (the test is about the commands, not the interpreter start, which `loadgen
+--version` in a subprocess still checks once).
 Optional parts (`[--budget-s 600]`) are left out. Each gets the short preset: `--set preset='dev'` with a 1 s minimum and few queries;
 a sweep keeps the first value of each `--grid` and one launch; a find-peak gets a budget.
-A `loadgen serve ... &` in a block is started (ports 0, stopped by pid at the block's end)
-and the block's 127.0.0.1:8000/8001 point at it. Skipped, and listed: synopses (FILE, SPEC,
+A `loadgen serve ... &` in a block is started (ports 0) and the block's 127.0.0.1:8000/8001
+point at it; blocks that document the same `loadgen serve` command share one server,
+started once for the module and stopped by pid at its end. Skipped, and listed: synopses (FILE, SPEC,
 MODEL, [options]), `--ray` (a Ray cluster), and endpoints no block serves.
 """
 
@@ -19,12 +23,14 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from loadgen.cli.main import main as cli_main
 from tests.served import read_line, stop
 
 pytestmark = [pytest.mark.functional, pytest.mark.slow]
@@ -133,6 +139,30 @@ def _serve(argv: list[str], cwd: Path) -> Server:
     return Server(proc, ports)
 
 
+def _loadgen(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """`loadgen ARGV` through the CLI's entry point in this process: its exit code (argparse's
+    exits included) and what it printed on stderr."""
+    try:
+        code = cli_main(argv)
+    except SystemExit as exc:  # `--version`, and argparse's refusals (2)
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[tuple[str, ...], Server]]:
+    """The documents' `loadgen serve`s by command line, started by the first block that
+    documents each; every one stopped by pid when the module is done."""
+    started: dict[tuple[str, ...], Server] = {}
+    try:
+        yield started
+    finally:
+        for server in started.values():
+            stop(server.proc, 30)
+            assert server.proc.stdout is not None
+            server.proc.stdout.close()
+
+
 def _commands() -> list[tuple[str, list[str]]]:
     return [(b.doc, b.commands) for b in _blocks()]
 
@@ -143,53 +173,57 @@ def test_the_documents_hold_runnable_commands() -> None:
     assert len(runnable) >= 15, runnable
 
 
-def _scratch(root: Path, env: dict[str, str]) -> Path:
+def test_the_console_entry_point_runs_in_its_own_interpreter() -> None:
+    done = subprocess.run([sys.executable, "-m", "loadgen", "--version"], capture_output=True,
+                          text=True, timeout=TIMEOUT_S, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and done.stdout.startswith("loadgen "), done
+
+
+def _scratch(root: Path, capsys: pytest.CaptureFixture[str],
+             monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The scratch directory, made the working one (until the test ends)."""
     root.mkdir()
     (root / "scenarios").symlink_to(ROOT / "scenarios")
+    monkeypatch.chdir(root)
     for name in ("a", "b"):  # what the documented `compare runs/a runs/b` reads
-        done = subprocess.run([sys.executable, "-m", "loadgen", "run", "--sut", "null",
-                               "--quiet", "--out", f"runs/{name}", *SHORT], cwd=root,
-                              timeout=TIMEOUT_S, check=False, env=env)
-        assert done.returncode in (0, 1)
+        code, err = _loadgen(["run", "--sut", "null", "--quiet", "--out", f"runs/{name}", *SHORT],
+                             capsys)
+        assert code in (0, 1), err
     return root
 
 
 @pytest.mark.timeout(900)  # some 20 commands and a model server: a busy host needs more than 300 s
 @pytest.mark.parametrize("document", DOCS)
-def test_every_documented_command_runs(document: str, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    tmp_path = _scratch(tmp_path / "scratch", env)
+def test_every_documented_command_runs(document: str, tmp_path: Path,
+                                       servers: dict[tuple[str, ...], Server],
+                                       capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path = _scratch(tmp_path / "scratch", capsys, monkeypatch)
     ran, skipped, failed = [], [], []
     for doc, block in (c for c in _commands() if c[0] == document):
-        servers: list[Server] = []
-        try:
-            for command in block:
-                served = any(servers)
-                why = _why_skipped(command, served or any(
-                    c.startswith("loadgen serve") for c in block))
-                if why:
-                    skipped.append(f"{doc}: {command} ({why})")
-                    continue
-                argv = shlex.split(command.removesuffix("&").strip())[1:]
-                if argv[0] == "serve":
-                    servers.append(_serve(argv, tmp_path))
-                    continue
-                argv = _short(argv)
-                for server in servers:
-                    argv = [_replace(a, server.ports) for a in argv]
-                done = subprocess.run([sys.executable, "-m", "loadgen", *argv], cwd=tmp_path,
-                                      capture_output=True, text=True, timeout=TIMEOUT_S,
-                                      env=env, check=False)
-                ran.append(command)
-                if done.returncode not in EXPECTED[argv[0]]:
-                    failed.append(f"{doc}: {command} -> exit {done.returncode}: "
-                                  f"{done.stderr.strip()[-600:]}")
-        finally:
-            for server in servers:
-                stop(server.proc, 30)
-                assert server.proc.stdout is not None
-                server.proc.stdout.close()
-    print("skipped:\n  " + "\n  ".join(skipped))
+        served: list[Server] = []
+        for command in block:
+            why = _why_skipped(command, any(served) or any(
+                c.startswith("loadgen serve") for c in block))
+            if why:
+                skipped.append(f"{doc}: {command} ({why})")
+                continue
+            argv = shlex.split(command.removesuffix("&").strip())[1:]
+            if argv[0] == "serve":
+                if tuple(argv) not in servers:
+                    servers[tuple(argv)] = _serve(argv, tmp_path)
+                served.append(servers[tuple(argv)])
+                continue
+            argv = _short(argv)
+            for server in served:
+                argv = [_replace(a, server.ports) for a in argv]
+            start = time.monotonic()
+            code, err = _loadgen(argv, capsys)
+            ran.append(f"{time.monotonic() - start:5.1f} s  {command}")
+            if code not in EXPECTED[argv[0]]:
+                failed.append(f"{doc}: {command} -> exit {code}: {err.strip()[-600:]}")
+    print("skipped:\n  " + "\n  ".join(skipped) + "\nran:\n  " + "\n  ".join(ran))
     assert not failed, "\n".join(failed)
     assert len(ran) >= (12 if document == "README.md" else 6), ran
 
