@@ -10,19 +10,21 @@ DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: demo test lint bench clean gpu-check
 
+# One pip call resolves everything once; --no-compile skips byte-compiling every installed
+# file (torch and ray hold tens of thousands): Python compiles what a run imports, once.
+PIP_INSTALL := $(PY) -m pip install -q --no-compile -c constraints.txt torch==2.13.0
+
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip==25.3
-	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q --no-compile --upgrade pip==25.3
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $(STAMP) $(DEMO_STAMP)
 
 $(DEMO_STAMP): pyproject.toml constraints.txt
 	@echo "make demo: installing into $(VENV): loadgen and its 'sut' extra (torch==2.13.0 CPU, scikit-learn), no dev tools"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip==25.3
-	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e '.[sut]'
+	$(PY) -m pip install -q --no-compile --upgrade pip==25.3
+	$(PIP_INSTALL) -e '.[sut]'
 	touch $(DEMO_STAMP)
 
 # Exit 0 once the run completes, VALID or INVALID (the summary prints the verdict and its
