@@ -4,7 +4,8 @@ Each slot owns a pinned host input, a device input, a pinned landing buffer, six
 events and, with CUDA graphs, its own captured `GraphSet` (one per slot: the slots' static
 buffers never alias, so one slot's D2H never races another's replay). A launch queues,
 without waiting: H2D on the h2d stream (straight into the slot's static inputs of the
-batch's bucket when a graph runs it); compute on the compute stream once the H2D event
+batch's bucket when a graph runs it; rows of another floating dtype than the graph's
+static inputs, which hold the lent blocks' dtype, are cast into them on the device); compute on the compute stream once the H2D event
 has fired (the bucket's graph replay, or the eager forward); D2H on the d2h stream once
 compute has (straight from the static outputs). H2D and
 D2H have a stream each: on one copy stream, the next batch's H2D would queue behind
@@ -26,7 +27,7 @@ from oipwire.datatypes import TensorSpec
 from oipwire.timing import COMPUTE, D2H, H2D
 from sut.forward import Forward
 from sut.graphs import GraphSet
-from sut.staging import host_buffer, stage
+from sut.staging import host_buffer, request_parts, stage
 
 __all__ = ["CudaLauncher"]
 
@@ -106,7 +107,7 @@ class CudaLauncher:
             if lent is not None:
                 sources.append(lent.tensors[name])  # the request's rows: the batch's
             else:
-                s.host_in[i] = stage(s.host_in[i], [r.inputs[name] for r in requests], rows,
+                s.host_in[i] = stage(s.host_in[i], request_parts(requests, name), rows,
                                      pinned=True)
                 sources.append(s.host_in[i][:rows])  # type: ignore[index]
         s.rows, s.staged_ns = rows, time.perf_counter_ns() - began
@@ -120,8 +121,8 @@ class CudaLauncher:
                 targets = graphs.static_inputs(bucket)
             else:
                 targets = [self._dev_in(s, i, rows, src) for i, src in enumerate(sources)]
-            on_device = [_first(t, rows).copy_(src, non_blocking=True)
-                         for t, src in zip(targets, sources, strict=True)]
+            on_device = [self._copy_in(s, i, _first(t, rows), src)
+                         for i, (t, src) in enumerate(zip(targets, sources, strict=True))]
             ev[1].record(self._h2d)
             torch.cuda.set_stream(self._compute)
             self._compute.wait_event(ev[1])
@@ -142,6 +143,17 @@ class CudaLauncher:
             ev[5].record(self._d2h)
         finally:
             torch.cuda.set_stream(self._default)
+
+    def _copy_in(self, s: _Slot, index: int, target: torch.Tensor,
+                 source: torch.Tensor) -> torch.Tensor:
+        """`source` (host) into `target` (device) on the h2d stream; a source of another
+        dtype (plain FP32 rows for a graph's bf16 static input) lands in the slot's device
+        input first and is cast on the device."""
+        if target.dtype == source.dtype:
+            return target.copy_(source, non_blocking=True)
+        landed = _first(self._dev_in(s, index, source.shape[0], source), source.shape[0])
+        landed.copy_(source, non_blocking=True)
+        return target.copy_(landed)
 
     def _dev_in(self, s: _Slot, index: int, rows: int, like: torch.Tensor) -> torch.Tensor:
         """The slot's device input `index`, grown to `rows` rows if need be (eager path)."""

@@ -10,6 +10,9 @@ inputs and its D2H reads its own static outputs, while other slots replay theirs
 Buckets are 1, 2, 4, ... up to the largest batch, and the largest batch itself. Every
 bucket is checked once against the eager forward on the same inputs; a capture that
 fails or disagrees raises `GraphError` and the caller runs eager, saying why.
+Static inputs hold the `block_dtype` (a floating input at bf16/fp16: that precision), the
+dtype of the blocks the service lends, so a lent block is copied in as it is; a floating
+input of another dtype is cast into them on the device.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 import torch
 
 from sut.forward import Forward
+from sut.staging import block_dtype
 
 __all__ = ["TOLERANCE", "GraphError", "GraphSet", "buckets_up_to"]
 
@@ -61,12 +65,15 @@ class GraphSet:
 
     def bucket_for(self, inputs: Sequence[torch.Tensor]) -> int | None:
         """The bucket for these inputs, or None when no graph fits them (more rows than
-        the largest bucket, or a row shape or dtype other than the captured one)."""
+        the largest bucket, a row shape other than the captured one, or a dtype other than
+        the captured one, unless both are floating: then the caller casts into it)."""
         bucket = self.bucket(inputs[0].shape[0])
         if bucket is None:
             return None
         for static, given in zip(self._inputs[bucket], inputs, strict=True):
-            if static.shape[1:] != given.shape[1:] or static.dtype != given.dtype:
+            if static.shape[1:] != given.shape[1:] or (
+                    static.dtype != given.dtype
+                    and not (static.is_floating_point() and given.is_floating_point())):
                 return None
         return bucket
 
@@ -106,8 +113,7 @@ class GraphSet:
         with torch.inference_mode(), torch.cuda.device(device), torch.cuda.stream(side):
             for size in reversed(buckets):  # largest first: the smaller reuse its pool
                 try:
-                    static = [torch.from_numpy(np.ascontiguousarray(a[:size])).to(device)
-                              for a in sample]
+                    static = [_static(a[:size], device, forward.precision) for a in sample]
                     for _ in range(2):  # lazy initialisation (cuBLAS handles...) before capture
                         forward(static)
                     side.synchronize()
@@ -127,6 +133,12 @@ class GraphSet:
                 _check(size, captured, eager, tolerance)
                 inputs[size], outputs[size], graphs[size] = static, captured, graph
         return cls(buckets, inputs, outputs, graphs)
+
+
+def _static(rows: np.ndarray, device: torch.device, precision: str) -> torch.Tensor:
+    """A static input: `rows` on the device, in their block dtype at `precision`."""
+    tensor = torch.from_numpy(np.ascontiguousarray(rows))
+    return tensor.to(device=device, dtype=block_dtype(tensor.dtype, precision))
 
 
 def _check(size: int, captured: Sequence[torch.Tensor], eager: Sequence[torch.Tensor],

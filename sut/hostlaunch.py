@@ -18,7 +18,7 @@ import torch
 from oipwire.datatypes import TensorSpec
 from oipwire.timing import COMPUTE, D2H, H2D
 from sut.forward import Forward
-from sut.staging import stage
+from sut.staging import request_parts, stage
 
 __all__ = ["HostLauncher"]
 
@@ -63,7 +63,7 @@ class HostLauncher:
             if lent is not None:  # a lent block is read as it is (no staging copy)
                 staged.append(lent.tensors[name])  # the request's rows: the batch's
                 continue
-            s.inputs[i] = buf = stage(s.inputs[i], [r.inputs[name] for r in requests], rows,
+            s.inputs[i] = buf = stage(s.inputs[i], request_parts(requests, name), rows,
                                       pinned=False)
             staged.append(buf[:rows])
         staged_ns = time.perf_counter_ns()

@@ -72,7 +72,7 @@ class Instances:
         # blocks lent to callers (pinned on CUDA): their inputs are gathered into one and
         # read from there, on every path
         self.pool = PinnedPool(inputs, max_rows, limit=4 * RING_SLOTS * len(devices),
-                               pinned=self._cuda)
+                               pinned=self._cuda, precision=precision)
         self._executors: list[Executor] = []
         self.launchers: list[Launcher] = []
         self._running: list[Pipeline] | WorkerPool | None = None

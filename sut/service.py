@@ -40,7 +40,7 @@ from sut.errors import InvalidInput, ModelLoadError, SutError
 from sut.instances import Instances, choose
 from sut.models import LoadedModel, check_model, load_model
 from sut.options import ServiceOptions, parse_options
-from sut.staging import Lent
+from sut.staging import Lent, request_parts, to_block
 from sut.workers import Executor, cpu_cores, place, plan_workers, resolve_precision
 
 __all__ = ["InferResult", "InferenceService", "ModelMetadata", "build_service"]
@@ -151,6 +151,16 @@ class InferenceService:
         instances = self._instances
         pool = instances.pool if instances is not None else None
         return pool.lend(rows) if pool is not None else None
+
+    def lendable(self, block: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """`block` (inputs in their specs' dtypes, e.g. from `sample_inputs`) in the dtypes
+        of the blocks `lend` gives (`Lent.arrays`: a floating input at bf16/fp16 held at
+        that precision); convert a dataset once, then gather from it into lent blocks."""
+        instances = self._instances
+        if instances is None or instances.pool is None:
+            raise SutError("the service is not running")
+        dtypes = instances.pool.dtypes
+        return {name: to_block(array, dtypes[name]) for name, array in block.items()}
 
     def submit(
         self,
@@ -280,7 +290,8 @@ class InferenceService:
 
     def _validate(self, inputs: Mapping[str, np.ndarray], lent: Lent | None = None) -> int:
         """The request's rows; InvalidInput when its inputs do not fit the model. A lent
-        block's own arrays have the specs' names, dtypes and shapes by construction."""
+        block's own arrays have the specs' names and shapes by construction, each in its
+        block dtype (a floating input at bf16/fp16: that precision, see `lendable`)."""
         limit = self._config_max_batch()
         if lent is not None and inputs is lent.arrays:
             if lent.rows > limit:
@@ -379,7 +390,7 @@ class InferenceService:
         """In a serial worker thread: run the batch, then deliver it."""
         requests = batch.requests
         try:
-            parts = {name: [r.inputs[name] for r in requests] for name in requests[0].inputs}
+            parts = {name: request_parts(requests, name) for name in requests[0].inputs}
             lent = requests[0].lent if len(requests) == 1 else None
             outputs, phase = executor.run(parts, batch.rows, lent)
         except Exception as exc:  # noqa: BLE001 - any model error fails this batch only
