@@ -269,3 +269,36 @@ def test_completions_queued_together_wake_the_loop_once_and_none_is_dropped() ->
     assert ran == [0, 1, 3] and "a sink that raises" in str(loop.reported[0]["exception"])
     adapter._post(complete, 5)  # the next batch wakes the loop again
     assert len(loop.posted) == 1
+
+
+def test_bf16_queries_gather_bf16_rows_and_answer_as_plain_requests_do() -> None:
+    queries = [np.arange(3, 9), np.array([500, 7, 7, 1030]), np.arange(40)]  # 40: chunked
+
+    async def body(sut: InProcessSut, sink: FakeSink) -> tuple[Any, list[np.ndarray]]:
+        assert sut._lendable["input"].dtype == np.uint16  # converted once, at start
+        assert sut._block["input"].dtype == np.float32  # single rows and fallbacks: as sent
+        for query_id, indices in enumerate(queries):  # one at a time: batches as below
+            sut.issue(query_id, indices)
+            await sink.until(query_id + 1)
+        service = sut._service
+        plain = []
+        for indices in queries:  # the same rows, fp32 and cast in the forward, same batches
+            rows = service.sample_inputs(np.remainder(indices, sut.sample_count))["input"]
+            parts = [await service.infer({"input": rows[i:i + 16]})
+                     for i in range(0, len(rows), 16)]
+            plain.append(np.concatenate([p.outputs["output"] for p in parts]))
+        return sink, plain
+
+    sink, plain = drive("builtin:cnn,device=cpu,precision=bf16,max_batch_size=16,"
+                        "max_queue_delay_us=0", body)
+    assert not sink.failures
+    for query_id, want in enumerate(plain):
+        np.testing.assert_array_equal(sink.done_calls[query_id]["output"], want)
+
+
+def test_the_gather_threads_stop_with_the_adapter() -> None:
+    async def body(sut: InProcessSut, sink: FakeSink) -> Any:
+        return sut._gatherer
+
+    gatherer = drive("builtin:mlp,device=cpu", body)
+    assert gatherer is not None and gatherer._pool is None  # closed by stop
