@@ -248,3 +248,61 @@ def test_each_ring_slot_replays_its_own_graphs_into_its_own_buffers() -> None:
     loaded = load_model("mlp", {}, 0)
     for x, result in pairs:
         _close(result.outputs["output"], _reference(loaded, x["input"]), "fp32")
+
+
+def test_bf16_lent_blocks_are_bf16_pinned_tensors_copied_as_they_are() -> None:
+    async def body(s: InferenceService) -> tuple[Any, list[CudaLauncher], dict[str, Any]]:
+        assert s._instances is not None
+        lent = s.lend(8)
+        assert lent is not None
+        s._give_back(lent)
+        launchers = [x for x in s._instances.launchers if isinstance(x, CudaLauncher)]
+        return lent, launchers, s.describe()
+
+    lent, launchers, info = serve("cnn", body, device="cuda:0", precision="bf16",
+                                  max_batch_size="16")
+    tensor, array = lent.tensors["input"], lent.arrays["input"]
+    assert tensor.dtype == torch.bfloat16 and tensor.is_pinned()
+    assert array.dtype == np.uint16 and array.ctypes.data == tensor.data_ptr()
+    assert info["precision"] == "bf16" and info["cuda_graphs"] is True  # graphs still on
+    for launcher in launchers:  # static inputs hold bf16: a lent block goes in as it is
+        for graphs in launcher.graphs:
+            assert graphs.static_inputs(16)[0].dtype == torch.bfloat16
+            assert graphs.bucket_for([tensor]) == 8
+
+
+@pytest.mark.parametrize("graphs", ["true", "false"])
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_bf16_outputs_via_lent_blocks_equal_the_eager_bf16_models(model: str,
+                                                                   graphs: str) -> None:
+    picks = [np.arange(5, 21), np.array([7, 3, 3, 0, 9]), np.array([1])]
+
+    async def body(s: InferenceService) -> list[tuple[np.ndarray, InferResult, InferResult]]:
+        block = s.sample_inputs(np.arange(32))
+        held = s.lendable(block)
+        out = []
+        for picked in picks:
+            lent = s.lend(len(picked))
+            assert lent is not None
+            np.take(held["input"], picked, axis=0, out=lent.arrays["input"], mode="clip")
+            via_block = await submitted(s, lent.arrays, lent=lent)
+            x = block["input"][picked]
+            out.append((x, via_block, await s.infer({"input": x})))  # fp32, cast on the GPU
+        return out
+
+    # one instance: both requests of a pair run on the same compute stream, bit for bit
+    triples = serve(model, body, device="cuda:0", precision="bf16", max_batch_size="16",
+                    max_queue_delay_us="0", cuda_graphs=graphs, instances="1")
+    loaded = load_model(model, {}, 0)
+    device = torch.device("cuda:0")
+    eager = copy.deepcopy(loaded.module).to(device=device, dtype=torch.bfloat16)
+    for x, via_block, plain in triples:
+        got = via_block.outputs["output"]
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, plain.outputs["output"])  # the same as before
+        with torch.inference_mode():
+            want = eager(torch.from_numpy(x).to(device, torch.bfloat16)).float().cpu().numpy()
+        # within the graphs' check: a graph replays its bucket's kernels, and another
+        # stream may pick other kernels than the eager model's own
+        scale = max(1.0, float(np.abs(want).max()))
+        assert float(np.abs(got - want).max()) <= TOLERANCE["bf16"] * scale
