@@ -14,6 +14,8 @@
 #   server     22  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
 #   llm        35  benchmarks/llm_serving.py --device cuda --json (peak searches 10 s)
 #   energy     22  an Offline run of builtin:mlp on the GPU with energy on
+#   gather     10  benchmarks/gather.py --json: the adapter's gather of cnn rows into a
+#                  pinned block, fp32 and bf16, one thread and threaded, batch 32-256
 #   variants   the rest of the 4 minutes (if 20 s or more), at most 30 s: mlp and cnn at
 #              fp32, batch 256, on three executor paths (serial, graphs-1, graphs-2; 6
 #              cases of 0.4 s); cut off when time is up
@@ -144,6 +146,10 @@ energy() {
     --set target_qps=1500000 --set energy_sample_hz=20 --set energy_idle_s=1
 }
 
+gather() {
+  "$PY" benchmarks/gather.py --json --batches 32,128,256 --repeats 200
+}
+
 variants() {  # what each executor path gives, in whatever time the budget leaves
   "$PY" benchmarks/batching.py --device cuda --precision fp32 --json --no-server --rounds 1 \
     --seconds 0.4 --models mlp,cnn --offline-batches 256 --variants serial,graphs-1,graphs-2
@@ -154,7 +160,7 @@ llm() {
 }
 
 export PY OUT_DIR LOGS
-export -f gpu_info cuda_tests scaleout batching server energy llm variants
+export -f gpu_info cuda_tests scaleout batching server energy llm gather variants
 
 run gpu 15 gpu_info
 run cuda-tests 70 cuda_tests
@@ -166,6 +172,7 @@ run batch-bf16 36 batching bf16
 run server 22 server
 run llm 35 llm
 run energy 22 energy
+run gather 10 gather
 LEFT=$(( 232 - ($(date +%s) - STARTED) ))
 if [ "$LEFT" -ge 20 ]; then
   run variants "$(( LEFT < 30 ? LEFT : 30 ))" variants
@@ -263,6 +270,7 @@ for key, read in (("gpu", gpu), ("cuda_tests", cuda_tests),
                   ("batching_bf16", lambda: batching("bf16")), ("server", server),
                   ("llm_serving", lambda: json_lines("llm")),
                   ("variants", lambda: json_lines("variants")),
+                  ("gather", lambda: json_lines("gather")),
                   ("energy", lambda: result("energy")), ("scaleout", scaleout)):
     try:
         summary[key] = read()

@@ -16,8 +16,10 @@ import numpy as np
 
 __all__ = ["DEFAULT_THRESHOLD_BYTES", "Gatherer", "default_helpers"]
 
-#: bytes in a batch above which the gather is split over threads (see benchmarks/gather.py)
-DEFAULT_THRESHOLD_BYTES = 256 * 1024
+#: bytes in a batch above which the gather is split over threads: one call gathers ~20 GB/s
+#: (`benchmarks/gather.py`), so 1 MiB takes ~50 us, the least that a hand-off to other
+#: threads (tens of us: a wake-up each) can shorten; cnn rows at batch 256 are 3 MiB
+DEFAULT_THRESHOLD_BYTES = 1024 * 1024
 
 
 def default_helpers() -> int:

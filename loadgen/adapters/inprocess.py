@@ -11,8 +11,9 @@ start, so issuing costs a dict lookup (one sample) or one vectorised gather
 (several), straight into a pinned block the service lends where it has one (CUDA):
 the only host copy a sample makes on its way to the GPU. The gather reads a copy of the
 samples in the blocks' dtypes (at bf16/fp16 a floating input is converted once, at
-start: half the bytes, no cast per batch), and a large one is split over a few threads
-(`sut.gather.Gatherer`, stopped with the adapter).
+start: half the bytes, no cast per batch); on a GPU a large one is split over a few
+threads (`sut.gather.Gatherer`, stopped with the adapter; on the CPU the workers have
+every core, and the gather stays one call).
 
 Completions are stamped in the sut worker thread and queued for the loop; the
 loop is woken once for all that are queued (one callback per batch, not one per
@@ -136,7 +137,8 @@ class InProcessSut:
         self._labelled = self._service.labels(every[:1]) is not None
         self._block = self._service.sample_inputs(every)
         self._lendable = self._service.lendable(self._block)
-        self._gatherer = Gatherer()
+        on_gpu = any(str(d).startswith("cuda") for d in info["device"])
+        self._gatherer = Gatherer(None if on_gpu else 0)  # on the CPU the cores are the workers'
         self._rows = [{k: v[i:i + 1] for k, v in self._block.items()} for i in range(self._size)]
 
     def issue(self, query_id: int, sample_indices: np.ndarray) -> None:
