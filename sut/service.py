@@ -159,8 +159,10 @@ class InferenceService:
         instances = self._instances
         if instances is None or instances.pool is None:
             raise SutError("the service is not running")
-        dtypes = instances.pool.dtypes
-        return {name: to_block(array, dtypes[name]) for name, array in block.items()}
+        pool = instances.pool
+        if not pool.shapes_fixed:  # nothing is lent: keep the block as it is
+            return dict(block)
+        return {name: to_block(array, pool.dtypes[name]) for name, array in block.items()}
 
     def submit(
         self,
@@ -390,8 +392,9 @@ class InferenceService:
         """In a serial worker thread: run the batch, then deliver it."""
         requests = batch.requests
         try:
-            parts = {name: request_parts(requests, name) for name in requests[0].inputs}
             lent = requests[0].lent if len(requests) == 1 else None
+            parts = ({} if lent is not None  # read as it is: nothing to join
+                     else {name: request_parts(requests, name) for name in requests[0].inputs})
             outputs, phase = executor.run(parts, batch.rows, lent)
         except Exception as exc:  # noqa: BLE001 - any model error fails this batch only
             self._fail(batch, exc)
