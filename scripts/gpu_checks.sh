@@ -14,7 +14,7 @@
 #   server     22  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
 #   llm        35  benchmarks/llm_serving.py --device cuda --json (peak searches 10 s)
 #   energy     22  an Offline run of builtin:mlp on the GPU with energy on
-#   gather     10  benchmarks/gather.py --json: the adapter's gather of cnn rows into a
+#   gather     15  benchmarks/gather.py --json: the adapter's gather of cnn rows into a
 #                  pinned block, fp32 and bf16, one thread and threaded, batch 32-256
 #   variants   the rest of the 4 minutes (if 20 s or more), at most 30 s: mlp and cnn at
 #              fp32, batch 256, on three executor paths (serial, graphs-1, graphs-2; 6
@@ -172,7 +172,7 @@ run batch-bf16 36 batching bf16
 run server 22 server
 run llm 35 llm
 run energy 22 energy
-run gather 10 gather
+run gather 15 gather
 LEFT=$(( 232 - ($(date +%s) - STARTED) ))
 if [ "$LEFT" -ge 20 ]; then
   run variants "$(( LEFT < 30 ? LEFT : 30 ))" variants
