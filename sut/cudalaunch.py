@@ -75,6 +75,7 @@ class CudaLauncher:
         self.device = device
         self.graphs = tuple(graphs)
         self._forward = forward
+        self._precision = forward.precision
         self._names = tuple(s.name for s in inputs)
         with torch.cuda.device(device):
             self._h2d = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
@@ -108,8 +109,8 @@ class CudaLauncher:
             if lent is not None:
                 sources.append(lent.tensors[name])  # the request's rows: the batch's
             else:
-                s.host_in[i] = stage(s.host_in[i], request_parts(requests, name), rows,
-                                     pinned=True)
+                parts = request_parts(requests, name, self._precision)
+                s.host_in[i] = stage(s.host_in[i], parts, rows, pinned=True)
                 sources.append(s.host_in[i][:rows])  # type: ignore[index]
         s.rows, s.staged_ns = rows, time.perf_counter_ns() - began
         graphs = self.graphs[slot] if self.graphs else None

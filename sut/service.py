@@ -394,7 +394,8 @@ class InferenceService:
         try:
             lent = requests[0].lent if len(requests) == 1 else None
             parts = ({} if lent is not None  # read as it is: nothing to join
-                     else {name: request_parts(requests, name) for name in requests[0].inputs})
+                     else {name: request_parts(requests, name, self._precision)
+                           for name in requests[0].inputs})
             outputs, phase = executor.run(parts, batch.rows, lent)
         except Exception as exc:  # noqa: BLE001 - any model error fails this batch only
             self._fail(batch, exc)

@@ -82,11 +82,12 @@ class Lent:
         return self.tensors[name].to(dtype).numpy()
 
 
-def request_parts(requests: Sequence[Any], name: str) -> list[np.ndarray]:
+def request_parts(requests: Sequence[Any], name: str, precision: str) -> list[np.ndarray]:
     """Input `name` of each request of a batch (objects with `inputs` and `lent`), in the
-    spec's dtype, to be joined: a lent block held at a reduced precision is widened back
-    (exact), so a batch that mixes such a block with plain requests joins alike dtypes."""
-    if all(r.lent is None or not r.lent.spec_dtypes for r in requests):
+    spec's dtype, to be joined: at bf16/fp16 a lent block held at that precision is
+    widened back (exact), so a batch that mixes one with plain requests joins alike
+    dtypes; at any other `precision` every block holds the specs' dtypes (no check)."""
+    if precision not in _REDUCED:
         return [r.inputs[name] for r in requests]
     return [r.inputs[name] if r.lent is None else r.lent.in_spec_dtype(name) for r in requests]
 

@@ -80,13 +80,13 @@ def test_a_batch_mixing_a_reduced_lent_block_with_plain_rows_joins_in_the_spec_d
     plain = {"image": np.full((1, 3, 4), 2.25, np.float32), "ids": np.zeros((1, 5), np.int64)}
     requests = [SimpleNamespace(inputs=plain, lent=None),
                 SimpleNamespace(inputs=lent.arrays, lent=lent)]
-    image = request_parts(requests, "image")
+    image = request_parts(requests, "image", "bf16")
     assert [p.dtype for p in image] == [np.float32, np.float32]
     assert np.concatenate(image).tolist() == [[[2.25] * 4] * 3] + [[[1.5] * 4] * 3] * 2
-    ids = request_parts(requests, "ids")
+    ids = request_parts(requests, "ids", "bf16")
     assert ids[1] is lent.arrays["ids"]  # held as its spec says: not copied
     fp32 = PinnedPool(SPECS, 8, limit=1, pinned=False).lend(2)
     assert fp32 is not None
     alike = [SimpleNamespace(inputs=plain, lent=None),
              SimpleNamespace(inputs=fp32.arrays, lent=fp32)]
-    assert request_parts(alike, "image")[1] is fp32.arrays["image"]  # fp32: as today
+    assert request_parts(alike, "image", "fp32")[1] is fp32.arrays["image"]  # fp32: as today

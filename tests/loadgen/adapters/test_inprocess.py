@@ -13,10 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from loadgen.adapters import inprocess
 from loadgen.adapters.inprocess import InProcessSut, _kind
 from loadgen.errors import SutError, SutSpecError
 from oipwire import timing
 from sut import errors as sut_errors
+from sut.gather import Gatherer
 from tests.sut import user_models
 
 PHASES = set(timing.COMPONENTS)  # the names a remote run records too
@@ -296,9 +298,21 @@ def test_bf16_queries_gather_bf16_rows_and_answer_as_plain_requests_do() -> None
         np.testing.assert_array_equal(sink.done_calls[query_id]["output"], want)
 
 
-def test_the_gather_threads_stop_with_the_adapter() -> None:
+def test_the_gather_stays_in_one_thread_on_the_cpu_and_stops_with_the_adapter(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[Gatherer] = []
+
+    class Recording(Gatherer):
+        def close(self) -> None:
+            closed.append(self)
+            super().close()
+
+    monkeypatch.setattr(inprocess, "Gatherer", Recording)
+
     async def body(sut: InProcessSut, sink: FakeSink) -> Any:
+        assert not closed
         return sut._gatherer
 
     gatherer = drive("builtin:mlp,device=cpu", body)
-    assert gatherer is not None and gatherer._pool is None  # closed by stop
+    assert isinstance(gatherer, Recording) and closed == [gatherer]
+    assert gatherer.helpers == 0  # the CPU's cores are the workers'
