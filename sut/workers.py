@@ -12,8 +12,9 @@ per worker stages, launches and waits for each batch in turn. On CUDA it stages
 in pinned host buffers, copies with `non_blocking=True` on the worker's own
 `torch.cuda.Stream`, and times H2D / compute / D2H with CUDA events, read after
 the stream is synchronised; with samples on the device (`sut.devicedata`) a batch of
-sample indices is copied instead and its rows gathered there. The pipelined path is `sut.pipeline`. CPU path: inputs are joined into fresh memory (h2d), the forward pass and the
-outputs' conversion to numpy (d2h) timed with `time.perf_counter_ns()`.
+sample indices is copied instead and its rows gathered there. The pipelined path is
+`sut.pipeline`. CPU path: inputs are joined into fresh memory (h2d), the forward pass and
+the outputs' conversion to numpy (d2h) timed with `time.perf_counter_ns()`.
 """
 
 from __future__ import annotations
