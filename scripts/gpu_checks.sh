@@ -8,8 +8,8 @@
 #   cuda-tests 70  every test marked `cuda` (pytest -m cuda; none may skip here), LLM
 #                  engine's CUDA-equals-CPU tests included
 #   scaleout   85  scripts/scaleout_checks.sh when it exists (alone, after the CUDA tests)
-#   batch-fp32 50  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
-#   batch-bf16 50    batch 32 and 256 (6 cases), raw eager and graph loops beside, each
+#   batch-fp32 55  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
+#   batch-bf16 55    batch 32 and 256 (6 cases), raw eager and graph loops beside, each
 #                    with samples on the GPU (the default) and on the host
 #                    (`host-samples`: start_from_device=false), and the no-compute model
 #                    at 256 (the harness alone)
@@ -164,8 +164,8 @@ run cuda-tests 70 cuda_tests
 # scale-out has no GPU figures, but runs alone: beside the CUDA tests (torch's CPU threads
 # on every core) its efficiency figures measured the contention, not the load processes
 run scaleout 85 scaleout
-run batch-fp32 50 batching fp32
-run batch-bf16 50 batching bf16
+run batch-fp32 55 batching fp32
+run batch-bf16 55 batching bf16
 run server 22 server
 run llm 35 llm
 run energy 22 energy
