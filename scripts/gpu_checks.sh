@@ -5,7 +5,7 @@
 # others, and one JSON summary of every figure is written at the end.
 #
 #   gpu        15  the GPU, driver, torch, CUDA, bf16, what one NVML reading costs
-#   cuda-tests 70  every test marked `cuda` (pytest -m cuda; none may skip here), LLM
+#   cuda-tests 85  every test marked `cuda` (pytest -m cuda; none may skip here), LLM
 #                  engine's CUDA-equals-CPU tests included
 #   scaleout   85  scripts/scaleout_checks.sh when it exists (alone, after the CUDA tests)
 #   batch-fp32 55  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
@@ -160,7 +160,7 @@ export PY OUT_DIR LOGS
 export -f gpu_info cuda_tests scaleout batching server energy llm variants
 
 run gpu 15 gpu_info
-run cuda-tests 70 cuda_tests
+run cuda-tests 85 cuda_tests
 # scale-out has no GPU figures, but runs alone: beside the CUDA tests (torch's CPU threads
 # on every core) its efficiency figures measured the contention, not the load processes
 run scaleout 85 scaleout
