@@ -302,8 +302,12 @@ def test_samples_from_the_device_answer_as_rows_from_the_host_do(model: str, pre
     assert device_info["samples"].startswith("device (") and host_info["samples"] == "host"
     assert device_info["executor"] == host_info["executor"]
     assert device_info["cuda_graphs"] is (path == "graphs"), device_info["executor_note"]
+    # the two runs batch the requests differently, and cnn's fp32 convolutions run in TF32
+    # (cuDNN's default), whose algorithm may differ by batch size; a wrong row is off by O(1)
+    tolerance = max(RELATIVE[precision], 1e-2 if model == "cnn" else 0.0)
     for got, want in zip(device_out, host_out, strict=True):
-        _close(got, want, precision)
+        assert got.dtype == np.float32 and got.shape == want.shape
+        assert float(np.abs(got - want).max()) <= tolerance * max(1.0, float(np.abs(want).max()))
 
 
 def test_index_blocks_are_pinned_and_reused_and_a_bad_index_fails_alone() -> None:
