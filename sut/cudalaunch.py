@@ -116,6 +116,7 @@ class CudaLauncher:
         samples = self.samples if SAMPLE_INDEX in requests[0].inputs else None
         lent = requests[0].lent if len(requests) == 1 else None
         sources = []
+        host_index = s.index.join(requests, rows) if samples is not None else None
         for i, name in enumerate(() if samples is not None else self._names):
             if lent is not None:
                 sources.append(lent.tensors[name])  # the request's rows: the batch's
@@ -140,8 +141,8 @@ class CudaLauncher:
             else:
                 likes = samples.tensors if samples is not None else sources
                 targets = [self._dev_in(s, i, rows, like) for i, like in enumerate(likes)]
-            if samples is not None:
-                on_device = samples.gather(s.index.send(requests, rows), targets)
+            if samples is not None and host_index is not None:
+                on_device = samples.gather(s.index.send(host_index), targets)
             else:
                 on_device = [_first(t, rows).copy_(src, non_blocking=True)
                              for t, src in zip(targets, sources, strict=True)]

@@ -15,7 +15,7 @@ come on the wire. On the CPU the samples are in memory already, so it is never o
   forward reads (a graph's static inputs, or the slot's eager inputs).
 - `INDEX_SPEC`: what an index request carries (one int64 per row), lent in blocks as rows
   are (`sut.staging.PinnedPool` over this spec); `IndexBuffers`: a slot's host and device
-  index buffers, reused, that put a batch's indices on the device.
+  index buffers, reused, that join a batch's indices and put them on the device.
 """
 
 from __future__ import annotations
@@ -133,16 +133,20 @@ class IndexBuffers:
         self._host: torch.Tensor | None = None
         self._on_device: torch.Tensor | None = None
 
-    def send(self, requests: Sequence[Any], rows: int) -> torch.Tensor:
-        """The batch's indices on the device (copy queued on the current stream): a lent
-        block as it is for one request, else the requests' indices joined on the host."""
+    def join(self, requests: Sequence[Any], rows: int) -> torch.Tensor:
+        """The batch's indices on the host: a lent block as it is for one request, else the
+        requests' indices joined into the host buffer."""
         lent = requests[0].lent if len(requests) == 1 else None
         if lent is not None:
-            host = lent.tensors[SAMPLE_INDEX]
-        else:
-            self._host = stage(self._host, [r.inputs[SAMPLE_INDEX] for r in requests], rows,
-                               pinned=self._pinned)
-            host = self._host[:rows]
+            joined: torch.Tensor = lent.tensors[SAMPLE_INDEX]
+            return joined
+        self._host = stage(self._host, [r.inputs[SAMPLE_INDEX] for r in requests], rows,
+                           pinned=self._pinned)
+        return self._host[:rows]
+
+    def send(self, host: torch.Tensor) -> torch.Tensor:
+        """`host` (from `join`) copied to the device buffer (queued on the current stream)."""
+        rows = host.shape[0]
         buffer = self._on_device
         if buffer is None or buffer.shape[0] < rows:
             buffer = self._on_device = torch.empty(rows, dtype=torch.int64, device=self._device)

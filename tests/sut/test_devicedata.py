@@ -100,16 +100,21 @@ class _Request:
 
 def test_index_buffers_join_requests_read_a_lent_block_as_it_is_and_are_reused() -> None:
     buffers = IndexBuffers(CPU, pinned=False)
-    joined = buffers.send([_Request(np.array([3])), _Request(np.array([9, 4, 0]))], 4)
+    host = buffers.join([_Request(np.array([3])), _Request(np.array([9, 4, 0]))], 4)
+    joined = buffers.send(host)
     assert joined.tolist() == [3, 9, 4, 0] and joined.dtype == torch.int64
     pointer = joined.data_ptr()
     pool = PinnedPool([INDEX_SPEC], rows=8, limit=2, pinned=False)
     lent = pool.lend(4)
     assert lent is not None and lent.arrays[SAMPLE_INDEX].shape == (4,)
     lent.arrays[SAMPLE_INDEX][:] = [5, 6, 7, 8]
-    again = buffers.send([_Request(lent.arrays[SAMPLE_INDEX], lent)], 4)
+    read = buffers.join([_Request(lent.arrays[SAMPLE_INDEX], lent)], 4)
+    assert read.data_ptr() == lent.tensors[SAMPLE_INDEX].data_ptr()  # the block as it is
+    again = buffers.send(read)
     assert again.tolist() == [5, 6, 7, 8] and again.data_ptr() == pointer  # kept
-    assert buffers.send([_Request(np.array([1]))], 1).data_ptr() == pointer
+    one = buffers.join([_Request(np.array([1]))], 1)
+    assert one.data_ptr() == host.data_ptr()  # the host buffer reused too
+    assert buffers.send(one).data_ptr() == pointer
     pool.give_back(lent)
     back = pool.lend(4)
     assert back is not None and back.block == lent.block  # the same block, lent again
