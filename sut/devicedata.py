@@ -10,6 +10,8 @@ come on the wire. On the CPU the samples are in memory already, so it is never o
 - `decide`: on or off, and why, as a pure function of the device, the caller, the
   input shapes and the sizes (`auto`: on when the dataset at the model's precision takes
   at most 1/`AUTO_SHARE` of the device's free memory).
+- `place_samples`: the decision, and when on the copies, for a service starting;
+  `index_rows` checks a request of indices (an index out of range would stop the device).
 - `DeviceSamples`: one device's copy (floating inputs at the model's precision), shared by
   that device's instances; `gather` writes a batch's rows by index into the buffers the
   forward reads (a graph's static inputs, or the slot's eager inputs).
@@ -20,7 +22,7 @@ come on the wire. On the CPU the samples are in memory already, so it is never o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,10 +30,11 @@ import numpy as np
 import torch
 
 from oipwire.datatypes import TensorSpec
+from sut.errors import InvalidInput
 from sut.staging import stage
 
 __all__ = ["AUTO_SHARE", "INDEX_SPEC", "SAMPLE_INDEX", "DeviceSamples", "IndexBuffers",
-           "SamplesDecision", "dataset_bytes", "decide"]
+           "SamplesDecision", "dataset_bytes", "decide", "index_rows", "place_samples"]
 
 AUTO_SHARE = 8  # auto: on when the dataset takes at most 1/8 of the device's free memory
 SAMPLE_INDEX = "sample_index"
@@ -69,6 +72,46 @@ def decide(asked: bool | None, *, cuda: bool, in_process: bool, fixed_shapes: bo
                                      " MiB free")
     return SamplesDecision(False, f"auto: {need:.1f} MiB > 1/{AUTO_SHARE} of {free:.0f} MiB"
                                   " free")
+
+
+def place_samples(asked: bool | None, devices: Sequence[str], specs: Sequence[TensorSpec],
+                  read_all: Callable[[], Mapping[str, np.ndarray]], dtype: torch.dtype, *,
+                  in_process: bool) -> tuple[SamplesDecision, dict[str, DeviceSamples] | None]:
+    """`decide` for `devices` (all CPU or all CUDA) and the model's input `specs`, then the
+    dataset (`read_all`: every sample's inputs, read only when it may go) copied to each
+    device with floating inputs at `dtype`, when on."""
+    cuda = devices[0].startswith("cuda")
+    fixed = all(d >= 0 for spec in specs for d in spec.shape[1:])
+    arrays: list[np.ndarray] = []
+    need = free = 0
+    if cuda and in_process and fixed and asked is not False:
+        every = read_all()
+        arrays = [every[spec.name] for spec in specs]
+        need = dataset_bytes(arrays, dtype)
+        free = min(torch.cuda.mem_get_info(torch.device(d))[0] for d in devices)
+    decision = decide(asked, cuda=cuda, in_process=in_process, fixed_shapes=fixed,
+                      dataset_bytes=need, free_bytes=free)
+    if not decision.on:
+        return decision, None
+    placed = {d: DeviceSamples.upload(arrays, torch.device(d), dtype) for d in devices}
+    for device in devices:
+        torch.cuda.synchronize(device)
+    return decision, placed
+
+
+def index_rows(inputs: Mapping[str, np.ndarray], limit: int, size: int) -> int:
+    """The rows of a request of sample indices in [0, `size`), at most `limit`; InvalidInput
+    when it is not one (checked lent or not: an index out of range would stop the device)."""
+    index = inputs.get(SAMPLE_INDEX) if len(inputs) == 1 else None
+    if (not isinstance(index, np.ndarray) or index.dtype != np.int64 or index.ndim != 1
+            or len(index) < 1):
+        raise InvalidInput(f"the samples start on the device: want {{{SAMPLE_INDEX!r}: "
+                           f"int64 indices}}, got {sorted(inputs)}")
+    if len(index) > limit:
+        raise InvalidInput(f"{len(index)} rows exceed max_batch_size={limit}")
+    if int(index.view(np.uint64).max()) >= size:  # negatives wrap to the top
+        raise InvalidInput(f"sample indices must be in [0, {size})")
+    return len(index)
 
 
 def _stored_dtype(array: np.ndarray, dtype: torch.dtype) -> torch.dtype:

@@ -40,7 +40,13 @@ import torch
 from oipwire.datatypes import TensorSpec, numpy_dtype
 from oipwire.timing import BATCH_FORMATION, COMPUTE, POSTPROCESS, QUEUE, SERVER_TOTAL
 from sut.batcher import Batch, Batcher, BatcherConfig, answer
-from sut.devicedata import SAMPLE_INDEX, DeviceSamples, SamplesDecision, dataset_bytes, decide
+from sut.devicedata import (
+    SAMPLE_INDEX,
+    DeviceSamples,
+    SamplesDecision,
+    index_rows,
+    place_samples,
+)
 from sut.errors import InvalidInput, ModelLoadError, SutError
 from sut.instances import Instances, choose
 from sut.models import LoadedModel, check_model, load_model
@@ -314,7 +320,7 @@ class InferenceService:
         block's own arrays have the specs' names, dtypes and shapes by construction."""
         limit = self._config_max_batch()
         if self._samples_size:
-            return self._validate_indices(inputs, limit)
+            return index_rows(inputs, limit, self._samples_size)
         if lent is not None and inputs is lent.arrays:
             if lent.rows > limit:
                 raise InvalidInput(f"{lent.rows} rows exceed max_batch_size={limit}")
@@ -337,44 +343,17 @@ class InferenceService:
             raise InvalidInput(f"{rows} rows exceed max_batch_size={limit}")
         return rows
 
-    def _validate_indices(self, inputs: Mapping[str, np.ndarray], limit: int) -> int:
-        """The rows of a request of sample indices (lent or not: an index out of range would
-        stop the device); InvalidInput when it is not one."""
-        index = inputs.get(SAMPLE_INDEX) if len(inputs) == 1 else None
-        if (not isinstance(index, np.ndarray) or index.dtype != np.int64 or index.ndim != 1
-                or len(index) < 1):
-            raise InvalidInput(f"the samples start on the device: want {{{SAMPLE_INDEX!r}: "
-                               f"int64 indices}}, got {sorted(inputs)}")
-        if len(index) > limit:
-            raise InvalidInput(f"{len(index)} rows exceed max_batch_size={limit}")
-        if int(index.view(np.uint64).max()) >= self._samples_size:  # negatives wrap high
-            raise InvalidInput(f"sample indices must be in [0, {self._samples_size})")
-        return len(index)
-
     def _place_samples(self, loaded: LoadedModel, precision: str
                        ) -> dict[str, DeviceSamples] | None:
         """The dataset's inputs on each device when `decide` says so (timed), else None."""
-        o, devices = self._options, sorted(set(self._plan.devices))
-        cuda = devices[0].startswith("cuda")
-        fixed = all(d >= 0 for spec in loaded.inputs for d in spec.shape[1:])
-        arrays: list[np.ndarray] = []
-        need = free = 0
-        if cuda and self._in_process and fixed and o.start_from_device is not False:
-            every = loaded.dataset.sample_inputs(np.arange(loaded.dataset.size))
-            arrays = [every[spec.name] for spec in loaded.inputs]
-            need = dataset_bytes(arrays, PRECISIONS[precision])
-            free = min(torch.cuda.mem_get_info(torch.device(d))[0] for d in devices)
-        self._samples = decide(o.start_from_device, cuda=cuda, in_process=self._in_process,
-                               fixed_shapes=fixed, dataset_bytes=need, free_bytes=free)
-        if not self._samples.on:
-            return None
         began = time.perf_counter_ns()
-        placed = {d: DeviceSamples.upload(arrays, torch.device(d), PRECISIONS[precision])
-                  for d in devices}
-        for device in devices:
-            torch.cuda.synchronize(device)
-        self._cold["samples_to_device_ns"] = time.perf_counter_ns() - began
-        self._samples_bytes = placed[devices[0]].nbytes
+        self._samples, placed = place_samples(
+            self._options.start_from_device, sorted(set(self._plan.devices)), loaded.inputs,
+            lambda: loaded.dataset.sample_inputs(np.arange(loaded.dataset.size)),
+            PRECISIONS[precision], in_process=self._in_process)
+        if placed:
+            self._cold["samples_to_device_ns"] = time.perf_counter_ns() - began
+            self._samples_bytes = next(iter(placed.values())).nbytes
         return placed
 
     def _shutdown(self, drain: bool) -> None:

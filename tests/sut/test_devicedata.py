@@ -18,8 +18,10 @@ from sut.devicedata import (
     IndexBuffers,
     dataset_bytes,
     decide,
+    index_rows,
+    place_samples,
 )
-from sut.errors import ConfigError
+from sut.errors import ConfigError, InvalidInput
 from sut.options import parse_options
 from sut.service import InferenceService, build_service
 from sut.staging import PinnedPool
@@ -52,6 +54,34 @@ def test_the_decision_is_a_function_of_device_caller_shapes_and_sizes(
     got_on, reason = _decide(**kwargs)
     assert got_on is on and says in reason
     assert AUTO_SHARE == 8
+
+
+def test_on_the_cpu_nothing_is_read_or_placed() -> None:
+    def read_all() -> dict[str, np.ndarray]:
+        raise AssertionError("the dataset is read only when it may go to the device")
+
+    decision, placed = place_samples(True, ["cpu"], [INDEX_SPEC], read_all, torch.float32,
+                                     in_process=True)
+    assert placed is None and not decision.on and "CPU" in decision.reason
+
+
+@pytest.mark.parametrize(("inputs", "says"), [
+    ({SAMPLE_INDEX: np.array([0, 9])}, None),
+    ({SAMPLE_INDEX: np.array([10])}, r"in \[0, 10\)"),
+    ({SAMPLE_INDEX: np.array([-1])}, r"in \[0, 10\)"),
+    ({SAMPLE_INDEX: np.array([1], dtype=np.int32)}, "int64 indices"),
+    ({SAMPLE_INDEX: np.zeros((2, 1), dtype=np.int64)}, "int64 indices"),
+    ({SAMPLE_INDEX: np.zeros(0, dtype=np.int64)}, "int64 indices"),
+    ({"input": np.zeros((1, 256), dtype=np.float32)}, "samples start on the device"),
+    ({SAMPLE_INDEX: np.arange(5)}, "5 rows exceed max_batch_size=4"),
+])
+def test_a_request_of_indices_is_checked_before_it_reaches_the_device(
+        inputs: dict[str, np.ndarray], says: str | None) -> None:
+    if says is None:
+        assert index_rows(inputs, 4, 10) == 2
+        return
+    with pytest.raises(InvalidInput, match=says):
+        index_rows(inputs, 4, 10)
 
 
 def test_the_option_is_auto_by_default_and_parses_flags() -> None:
