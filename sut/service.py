@@ -347,10 +347,14 @@ class InferenceService:
                        ) -> dict[str, DeviceSamples] | None:
         """The dataset's inputs on each device when `decide` says so (timed), else None."""
         began = time.perf_counter_ns()
-        self._samples, placed = place_samples(
-            self._options.start_from_device, sorted(set(self._plan.devices)), loaded.inputs,
-            lambda: loaded.dataset.sample_inputs(np.arange(loaded.dataset.size)),
-            PRECISIONS[precision], in_process=self._in_process)
+        try:
+            self._samples, placed = place_samples(
+                self._options.start_from_device, sorted(set(self._plan.devices)),
+                loaded.inputs, lambda: loaded.dataset.sample_inputs(np.arange(loaded.dataset.size)),
+                PRECISIONS[precision], in_process=self._in_process)
+        except torch.OutOfMemoryError as exc:
+            raise ModelLoadError(f"start_from_device: the dataset does not fit on the device "
+                                 f"({exc}); start_from_device=false keeps it on the host") from exc
         if placed:
             self._cold["samples_to_device_ns"] = time.perf_counter_ns() - began
             self._samples_bytes = next(iter(placed.values())).nbytes
