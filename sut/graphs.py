@@ -97,12 +97,15 @@ class GraphSet:
 
     @classmethod
     def capture(cls, forward: Forward, device: torch.device, sample: Sequence[np.ndarray],
-                max_rows: int) -> GraphSet:
+                max_rows: int, dtypes: Sequence[torch.dtype] = ()) -> GraphSet:
         """Capture every bucket up to `max_rows` from `sample` (max_rows rows per input, in
-        spec order) and check each against eager; GraphError says why it cannot."""
+        spec order; static inputs in `dtypes` when given, else in the sample's `block_dtype`
+        at the precision) and check each against eager; GraphError says why it cannot."""
         if any(a.shape[0] < max_rows for a in sample):
             raise GraphError(f"capture needs {max_rows} sample rows")
         tolerance = TOLERANCE[forward.precision]
+        kinds = list(dtypes) or [block_dtype(torch.from_numpy(a[:0]).dtype, forward.precision)
+                                 for a in sample]
         buckets = buckets_up_to(max_rows)
         pool = torch.cuda.graph_pool_handle()
         side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
@@ -113,7 +116,8 @@ class GraphSet:
         with torch.inference_mode(), torch.cuda.device(device), torch.cuda.stream(side):
             for size in reversed(buckets):  # largest first: the smaller reuse its pool
                 try:
-                    static = [_static(a[:size], device, forward.precision) for a in sample]
+                    static = [_static(a[:size], device, dtype)
+                              for a, dtype in zip(sample, kinds, strict=True)]
                     for _ in range(2):  # lazy initialisation (cuBLAS handles...) before capture
                         forward(static)
                     side.synchronize()
@@ -135,10 +139,9 @@ class GraphSet:
         return cls(buckets, inputs, outputs, graphs)
 
 
-def _static(rows: np.ndarray, device: torch.device, precision: str) -> torch.Tensor:
-    """A static input: `rows` on the device, in their block dtype at `precision`."""
-    tensor = torch.from_numpy(np.ascontiguousarray(rows))
-    return tensor.to(device=device, dtype=block_dtype(tensor.dtype, precision))
+def _static(rows: np.ndarray, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """A static input: `rows` on the device, as `dtype`."""
+    return torch.from_numpy(np.ascontiguousarray(rows)).to(device=device, dtype=dtype)
 
 
 def _check(size: int, captured: Sequence[torch.Tensor], eager: Sequence[torch.Tensor],
