@@ -24,6 +24,7 @@ from sut.devicedata import SAMPLE_INDEX, DeviceSamples
 from sut.forward import Forward
 from sut.graphs import GraphSet, buckets_up_to
 from sut.models import LoadedModel, load_model
+from sut.staging import PinnedPool, to_block
 
 CPU = torch.device("cpu")
 
@@ -147,3 +148,38 @@ def test_a_batch_of_indices_answers_as_the_same_rows_from_the_host(graphs: bool,
         assert torch.equal(static[:3], first.to(static.dtype))
     else:
         assert all(s.dev_in[0] is not None for s in indexed._slots)
+
+
+@pytest.mark.usefixtures("cuda_on_cpu")
+@pytest.mark.parametrize("graphs", [True, False], ids=["graphs", "eager"])
+def test_bf16_lent_blocks_plain_rows_and_mixed_batches_answer_alike(graphs: bool) -> None:
+    forward, loaded = _mlp("bf16")
+    launcher = CudaLauncher(forward, CPU, loaded.inputs, loaded.outputs, 3,
+                            [_graphs(forward, [torch.bfloat16], (256,), 8) for _ in range(3)]
+                            if graphs else ())
+    pool = PinnedPool(loaded.inputs, 8, limit=2, pinned=False, precision="bf16")
+    data = loaded.dataset.sample_inputs(np.arange(16))["input"]
+    held = to_block(data, torch.bfloat16)
+    picked = np.array([3, 9, 0, 14, 7])
+
+    def lent_request(rows: np.ndarray, seq: int) -> Request:
+        lent = pool.lend(len(rows))
+        assert lent is not None
+        np.take(held, rows, axis=0, out=lent.arrays["input"], mode="clip")
+        return Request(lent.arrays, len(rows), lambda _: None, 0, 0, None, seq, lent)
+
+    def answer(slot: int, requests: list[Request]) -> np.ndarray:
+        launcher.launch(slot, Batch(requests, sum(r.rows for r in requests), 0))
+        return launcher.finish(slot)[0][0]
+
+    plain = answer(0, _batch([{"input": data[picked]}]).requests)  # FP32, cast on the device
+    alone = answer(1, [lent_request(picked, 0)])  # bf16 as lent
+    plain_part = Request({"input": data[picked[3:]]}, 2, lambda _: None, 0, 0, None, 2)
+    mixed = answer(2, [lent_request(picked[:3], 1), plain_part])  # widened, then joined
+    np.testing.assert_array_equal(alone, plain)
+    np.testing.assert_array_equal(mixed, plain)
+    if graphs:  # the FP32 rows landed in the slot's device input, then were cast
+        assert launcher.graphs[0].static_inputs(8)[0].dtype == torch.bfloat16
+        assert launcher._slots[0].dev_in[0] is not None
+        assert launcher._slots[0].dev_in[0].dtype == torch.float32
+        assert launcher._slots[1].dev_in[0] is None  # the lent block went in as it is
