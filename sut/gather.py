@@ -9,10 +9,11 @@ the first range itself. The threads are made once and stopped with `close`.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
+
+from sut.workers import cpu_cores
 
 __all__ = ["DEFAULT_THRESHOLD_BYTES", "Gatherer", "default_helpers"]
 
@@ -24,11 +25,7 @@ DEFAULT_THRESHOLD_BYTES = 1024 * 1024
 
 def default_helpers() -> int:
     """Threads beside the caller's: min(4, cores - 1), from the cores this process may use."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(0, min(4, cores - 1))
+    return max(0, min(4, cpu_cores() - 1))
 
 
 def _take(data: np.ndarray, picked: np.ndarray, out: np.ndarray) -> None:
