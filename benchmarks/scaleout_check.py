@@ -71,7 +71,7 @@ def figures(r: RunResult) -> dict[str, Any]:
             "gc_collections": [w.get("gc_collections") for w in per],
             "plan_in_run_s": [w.get("plan_in_run_s") for w in per],
             "driver_cpu_share": (r.workers or {}).get("driver", {}).get("cpu_share"),
-            "skew_bound_us": (r.distributed or {}).get("skew_bound_ns", 0) / 1e3,
+            "skew_bound_us": r.distributed.skew_bound_ns / 1e3 if r.distributed else 0.0,
             "energy_measured": r.energy.measured if r.energy is not None else None}
 
 
