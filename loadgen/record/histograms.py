@@ -436,11 +436,13 @@ def gain(now: HdrHistogram, before: npt.NDArray[np.unsignedinteger] | None) -> G
     counts = _counts(now)[lo:hi]
     if before is not None:
         counts = counts - before[lo:hi]
-    nonzero = np.flatnonzero(counts)  # trimmed to this gain's own range
-    if nonzero.size == 0:
+    nonzero = counts != 0  # trimmed to this gain's own range (argmax: the first True)
+    first = int(nonzero.argmax()) if nonzero.size else 0
+    if nonzero.size == 0 or not nonzero[first]:
         lo, counts = 0, counts[:0]
     else:
-        lo, counts = lo + int(nonzero[0]), counts[nonzero[0]:nonzero[-1] + 1]
+        stop = nonzero.size - int(nonzero[::-1].argmax())
+        lo, counts = lo + first, counts[first:stop]
     return Gain(now.lowest_trackable_value, now.highest_trackable_value,
                 now.significant_figures, lo, counts, int(counts.sum()))
 
