@@ -188,7 +188,7 @@ def main() -> None:
               f"worker lag p99 {run['worker_lag_p99_us']} us, max {run['worker_lag_max_us']} "
               f"us, longest stall {run['longest_stall_ms']} ms, involuntary switches "
               f"{run['involuntary_switches']}; longest report {run['longest_report_ms']} ms; "
-              f"start slack {run['start_slack_ms']} ms; worker "
+              f"start slack {run['start_slack_ms']} ms; worker QPS {run['worker_qps']}; worker "
               f"CPU {run['cpu_share']}; energy measured {run['energy_measured']}", flush=True)
     causes = diagnosis(table)
     print("== why the rate per process falls (each row against one process)", flush=True)
