@@ -39,10 +39,13 @@ from loadgen.record.glance import encode_glance
 from loadgen.record.progress import Progress
 from loadgen.record.tally import RunTimes
 
-__all__ = ["REPORT_EVERY_NS", "WorkerCore"]
+__all__ = ["GLANCE_EVERY_TICKS", "REPORT_EVERY_NS", "WorkerCore"]
 
 REPORT_EVERY_NS = 2_000_000_000
 """A report (the tally's gain: histograms, counters, windows) this often; progress between."""
+GLANCE_EVERY_TICKS = 4
+"""A running `Glance` once a second (every 4th progress tick): each holds the issue loop
+about half a millisecond, and the in-process engine without a display takes none."""
 
 Send = Callable[[str, Any], int]
 """Sends one message (kind, body); returns the bytes it took on the wire."""
@@ -98,7 +101,8 @@ class WorkerCore:
         outcome = await run_session(self.plan, make_sut(self.spec), share=self.share,
                                     progress=self._report, log_dir=self.log_dir,
                                     started=started, gate=gate, interrupts=self._take_interrupt,
-                                    release_gil=self.release_gil)
+                                    release_gil=self.release_gil,
+                                    glance_every=GLANCE_EVERY_TICKS)
         assert self.collector is not None
         self.send(DONE, {"tally": self._deltas.take(outcome.tally), "cpu_s": outcome.cpu_s,
                          "sut": outcome.sut,

@@ -10,7 +10,7 @@ from typing import Any
 from loadgen.engine.runner import PROGRESS_EVERY_NS
 from loadgen.engine.session import run_loop
 from loadgen.engine.workers import core
-from loadgen.engine.workers.base import DONE, REPORT
+from loadgen.engine.workers.base import DONE, PROGRESS, REPORT
 from loadgen.engine.workers.core import WorkerCore, _GcClock, _last_cpu
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import load_settings
@@ -78,3 +78,24 @@ def test_a_report_sends_gains_and_leaves_the_buffers_to_the_engine(monkeypatch):
     done = reports[-1]
     assert total.tally().histograms["issue_lag_ns"].total_count == done["issued"] > 20_000
     assert done["cost"]["longest_report_ns"] > 0
+
+
+def test_a_worker_glances_once_a_second_not_every_tick(monkeypatch):
+    """A glance holds the issue loop about half a millisecond; the in-process Server
+    probes took none, a worker took one every 250 ms (#28)."""
+    plan = RunPlan.of(load_settings(None, [
+        "preset='dev'", "target_qps=5000", "target_latency_ms=50", "min_duration_s=1.6",
+        "min_query_count=100", "warmup_s=0", "energy='off'"]))
+    sent: list[tuple[str, Any]] = []
+
+    def send(kind: str, body: Any) -> int:
+        sent.append((kind, body))
+        return 0
+
+    async def release() -> int:
+        return time.perf_counter_ns() + 20_000_000
+
+    run_loop(WorkerCore(plan, "null", 0, 1, None, send).run(release))
+    ticks = [body for kind, body in sent if kind in (PROGRESS, REPORT)]
+    with_glance = [i for i, body in enumerate(ticks) if "glance" in body]
+    assert len(ticks) >= 6 and with_glance[:2] == [0, core.GLANCE_EVERY_TICKS], with_glance
