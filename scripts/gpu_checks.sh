@@ -5,12 +5,14 @@
 # others, and one JSON summary of every figure is written at the end.
 #
 #   gpu        15  the GPU, driver, torch, CUDA, bf16, what one NVML reading costs
-#   cuda-tests 70  every test marked `cuda` (pytest -m cuda; none may skip here), LLM
+#   cuda-tests 85  every test marked `cuda` (pytest -m cuda; none may skip here), LLM
 #                  engine's CUDA-equals-CPU tests included
 #   scaleout   85  scripts/scaleout_checks.sh when it exists (alone, after the CUDA tests)
-#   batch-fp32 36  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
-#   batch-bf16 36    batch 32 and 256 (6 cases), raw eager and graph loops beside, and
-#                    the no-compute model at 256 (the harness alone)
+#   batch-fp32 55  benchmarks/batching.py --device cuda --json: mlp, cnn, transformer at
+#   batch-bf16 55    batch 32 and 256 (6 cases), raw eager and graph loops beside, each
+#                    with samples on the GPU (the default) and on the host
+#                    (`host-samples`: start_from_device=false), and the no-compute model
+#                    at 256 (the harness alone)
 #   server     22  builtin:mlp,device=cuda Server at 5,000 QPS: VALID with p99 <= 2 ms?
 #   llm        35  benchmarks/llm_serving.py --device cuda --json (peak searches 10 s)
 #   energy     22  an Offline run of builtin:mlp on the GPU with energy on
@@ -129,7 +131,8 @@ scaleout() {
 
 batching() {  # PRECISION
   "$PY" benchmarks/batching.py --device cuda --precision "$1" --json --no-server --rounds 1 \
-    --seconds "${BATCH_SECONDS:-0.6}" --raw-modes eager,graph --harness
+    --seconds "${BATCH_SECONDS:-0.6}" --raw-modes eager,graph --harness \
+    --variants default,host-samples
 }
 
 server() {
@@ -157,12 +160,12 @@ export PY OUT_DIR LOGS
 export -f gpu_info cuda_tests scaleout batching server energy llm variants
 
 run gpu 15 gpu_info
-run cuda-tests 70 cuda_tests
+run cuda-tests 85 cuda_tests
 # scale-out has no GPU figures, but runs alone: beside the CUDA tests (torch's CPU threads
 # on every core) its efficiency figures measured the contention, not the load processes
 run scaleout 85 scaleout
-run batch-fp32 36 batching fp32
-run batch-bf16 36 batching bf16
+run batch-fp32 55 batching fp32
+run batch-bf16 55 batching bf16
 run server 22 server
 run llm 35 llm
 run energy 22 energy
@@ -213,6 +216,7 @@ def result(run):
             "samples_per_s": doc.get("samples_per_s"),
             "p50_ms": lat.get("p50", 0) / 1e6, "p99_ms": lat.get("p99", 0) / 1e6,
             "executor": (doc.get("sut") or {}).get("executor"),
+            "samples": (doc.get("sut") or {}).get("samples"),
             "executor_note": (doc.get("sut") or {}).get("executor_note"),
             "energy": {k: v for k, v in (doc.get("energy") or {}).items() if k != "devices"}}
 
@@ -235,9 +239,12 @@ def cuda_tests():
 
 
 def batching(precision):
+    """The target is judged on the SUT's defaults; the host-samples cases ride beside."""
     cases = json_lines(f"batch-{precision}")
-    ratios = [c["ratio"] for c in cases if "ratio" in c]
+    ratios = [c["ratio"] for c in cases if "ratio" in c and c.get("variant") == "default"]
+    host = [c["ratio"] for c in cases if "ratio" in c and c.get("variant") == "host-samples"]
     return {"cases": cases, "min_ratio": min(ratios, default=None),
+            "min_ratio_host_samples": min(host, default=None),
             "all_at_least_0.9": bool(ratios) and min(ratios) >= 0.9 and len(ratios) == 6}
 
 

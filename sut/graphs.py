@@ -90,9 +90,10 @@ class GraphSet:
 
     @classmethod
     def capture(cls, forward: Forward, device: torch.device, sample: Sequence[np.ndarray],
-                max_rows: int) -> GraphSet:
+                max_rows: int, dtypes: Sequence[torch.dtype] = ()) -> GraphSet:
         """Capture every bucket up to `max_rows` from `sample` (max_rows rows per input, in
-        spec order) and check each against eager; GraphError says why it cannot."""
+        spec order; static inputs in `dtypes` when given, else the sample's) and check each
+        against eager; GraphError says why it cannot."""
         if any(a.shape[0] < max_rows for a in sample):
             raise GraphError(f"capture needs {max_rows} sample rows")
         tolerance = TOLERANCE[forward.precision]
@@ -106,8 +107,9 @@ class GraphSet:
         with torch.inference_mode(), torch.cuda.device(device), torch.cuda.stream(side):
             for size in reversed(buckets):  # largest first: the smaller reuse its pool
                 try:
-                    static = [torch.from_numpy(np.ascontiguousarray(a[:size])).to(device)
-                              for a in sample]
+                    static = [torch.from_numpy(np.ascontiguousarray(a[:size])).to(
+                        device=device, dtype=dtypes[i] if dtypes else None)
+                        for i, a in enumerate(sample)]
                     for _ in range(2):  # lazy initialisation (cuBLAS handles...) before capture
                         forward(static)
                     side.synchronize()
