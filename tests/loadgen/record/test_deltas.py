@@ -52,6 +52,12 @@ def _same(a: Tally, b: Tally) -> None:
         [(w.queries, w.good, w.errors) for w in b.windows.timeline]
     assert [(w.queries, w.good, w.errors) for w in a.windows.steps] == \
         [(w.queries, w.good, w.errors) for w in b.windows.steps]
+    for wa, wb in zip(a.windows.timeline + a.windows.steps,
+                      b.windows.timeline + b.windows.steps, strict=True):
+        if wb.hist is not None and wb.hist.total_count:  # the windows' histograms too
+            assert wa.hist is not None
+            assert np.array_equal(np.ctypeslib.as_array(wa.hist.counts),
+                                  np.ctypeslib.as_array(wb.hist.counts))
 
 
 def test_the_sum_of_the_deltas_is_the_whole_tally_exactly():
