@@ -305,7 +305,8 @@ def _case(model: str, batch: int, layout: tuple[int, int], target: Target, varia
         "sut_samples_per_s": round(sut), "raw_samples_per_s": round(raw),
         "ratio": round(statistics.median(ratios), 3),
         "ratio_range": [round(ratios[0], 3), round(ratios[-1], 3)],
-        "sut_adds_us_per_batch": round((1 / sut - 1 / raw) * batch * workers * 1e6, 1),
+        "sut_adds_us_per_batch": (round((1 / sut - 1 / raw) * batch * workers * 1e6, 1)
+                                  if sut > 0 else None),  # None: no batch answered
         "component_p50_us": p50s,
     }
     if graphs:
@@ -329,8 +330,13 @@ def offline_line(case: dict[str, object], layout: tuple[int, int]) -> str:
             f"SUT {case['sut_samples_per_s']:,} samples/s, raw model "
             f"{case['raw_samples_per_s']:,} samples/s (medians of {case['rounds']}), ratio "
             f"{case['ratio']:.2f}x (range {low:.2f}-{high:.2f}; target >= 0.9x){graph}; "
-            f"the SUT adds {case['sut_adds_us_per_batch']:.0f} us per batch per worker; "
+            f"the SUT adds {_us(case['sut_adds_us_per_batch'])} per batch per worker; "
             f"component p50s (us): {case['component_p50_us']}")
+
+
+def _us(value: object) -> str:
+    """Microseconds, or why there are none."""
+    return f"{value:.0f} us" if isinstance(value, float) else "- (no batch answered)"
 
 
 def server_peak(spec: str, slo_ms: float, budget_s: float, out: Path) -> dict:

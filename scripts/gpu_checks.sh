@@ -146,7 +146,7 @@ server() {
 energy() {
   "$PY" -m loadgen run scenarios/offline.toml --sut "builtin:mlp,device=cuda,max_batch_size=256" \
     --out "$OUT_DIR/runs/energy" --set preset="'dev'" --set min_duration_s=3 \
-    --set target_qps=1500000 --set energy_sample_hz=20 --set energy_idle_s=1
+    --set target_qps=3500000 --set energy_sample_hz=20 --set energy_idle_s=1
 }
 
 gather() {

@@ -222,7 +222,8 @@ class Executor:
         """Outputs (owned by the caller, in spec order) and h2d/compute/d2h durations in ns.
         `lent`: the block the batch's one request was gathered into; it is used as it is."""
         start = time.perf_counter_ns()
-        if self._cuda and self._samples is not None and SAMPLE_INDEX in parts:
+        if self._cuda and self._samples is not None and SAMPLE_INDEX in (
+                parts if lent is None else lent.tensors):
             index = (lent.tensors[SAMPLE_INDEX] if lent is not None
                      else self._stage(INDEX_SPEC, parts[SAMPLE_INDEX], rows))
             return self._run_cuda([index], start, self._samples)
