@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import platform
@@ -84,15 +85,22 @@ def figures(r: RunResult) -> dict[str, Any]:
 
 def one_process_valid_rate(duration_s: float, ladder: tuple[float, ...] = LADDER
                            ) -> tuple[float, list[dict[str, Any]]]:
-    """The highest ladder rate whose in-process Server run is VALID (climbing until the
-    first INVALID one)."""
+    """The highest ladder rate whose in-process Server run is VALID (climbing until a rate
+    fails twice: one short probe can meet a one-off stall of the host, and the 4-process
+    target is sized from this rate). Each probe starts after a full garbage collection, so
+    the objects the runs before it left behind are not collected inside it."""
     best, probes = 0.0, []
     for qps in ladder:
-        r = run_loop(run_async(server_settings(qps, duration_s, 1), NullSut()))
-        probes.append({"qps": qps, **figures(r)})
-        print(f"  1 process {qps:>8} QPS  {'VALID' if r.valid else 'INVALID'} "
-              f"{','.join(probes[-1]['reasons'])}  lag p99 {probes[-1]['issue_lag_p99_us']:.0f} "
-              f"us, max {probes[-1]['issue_lag_max_us']:.0f} us", flush=True)
+        for attempt in (1, 2):
+            gc.collect()
+            r = run_loop(run_async(server_settings(qps, duration_s, 1), NullSut()))
+            probes.append({"qps": qps, "attempt": attempt, **figures(r)})
+            print(f"  1 process {qps:>8} QPS  {'VALID' if r.valid else 'INVALID'} "
+                  f"{','.join(probes[-1]['reasons'])}  lag p99 "
+                  f"{probes[-1]['issue_lag_p99_us']:.0f} us, max "
+                  f"{probes[-1]['issue_lag_max_us']:.0f} us (try {attempt})", flush=True)
+            if r.valid:
+                break
         if not r.valid:
             break
         best = qps
