@@ -24,9 +24,14 @@ the first line names the GPU and driver. `--variants` compares executor paths on
 same cases: `default` (the SUT's own defaults), `serial` (one batch at a time per
 instance, one instance: the path before the pipeline), `pipelined-N` (a ring per
 instance, eager, N instances), `graphs-N` (the ring with CUDA graphs, N instances),
-`graphs-1-two-threads` (graphs-1 with an issue and a completion thread).
+`graphs-1-two-threads` (graphs-1 with an issue and a completion thread), `host-samples`
+(the defaults with `start_from_device=false`: the samples gathered on the host and sent
+as rows, where the default keeps them on the GPU and sends indices). On cuda the default
+`--variants` is `default,host-samples`, so the host path's cost stays visible; the
+variants of a case share its raw loops.
 `--json` prints one JSON object per case instead of prose: model, batch, device,
-precision, variant, sut_samples_per_s, raw_samples_per_s (eager), ratio, raw_graph_samples_per_s
+precision, variant, samples (where the SUT's samples started: `device (N MiB per GPU)`
+or `host`), sut_samples_per_s, raw_samples_per_s (eager), ratio, raw_graph_samples_per_s
 and ratio_graph (with `--raw-modes ...,graph`), component_p50_us (h2d, compute,
 d2h, queue, ...), and with `--harness` a first case: the no-compute model at the
 largest batch (what the harness alone costs a batch).
@@ -34,7 +39,7 @@ largest batch (what the harness alone costs a batch).
     .venv/bin/python benchmarks/batching.py [--models mlp,cnn,transformer] [--rounds 3]
         [--offline-batches 32,256] [--layout 1x2] [--no-server] [--seconds 3]
         [--model mlp] [--slo-ms 20] [--budget-s 150] [--device cpu|cuda] [--precision fp32]
-        [--variants default,serial,pipelined-1,pipelined-2,graphs-1,graphs-2,...]
+        [--variants default,host-samples,serial,pipelined-1,pipelined-2,graphs-1,...]
         [--raw-modes eager,graph] [--json] [--harness]
 """
 
@@ -73,7 +78,10 @@ VARIANTS = {
     "graphs-1": "pipelined=true,cuda_graphs=true,instances=1",
     "graphs-2": "pipelined=true,cuda_graphs=true,instances=2",
     "graphs-1-two-threads": "pipelined=true,cuda_graphs=true,instances=1,completion_thread=true",
+    "host-samples": "start_from_device=false",
 }
+#: --variants when not given, by device
+DEFAULT_VARIANTS = {"cpu": "default", "cuda": "default,host-samples"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,9 +230,10 @@ NO_COMPUTE = "import:__main__:FirstColumns,input_shape=256"
 
 def offline_run(model: str, batch: int, layout: tuple[int, int], expected: float,
                 target: Target, variant: str = "default", seconds: float = 3.0
-                ) -> tuple[float, dict[str, float], str]:
+                ) -> tuple[float, dict[str, float], dict[str, str]]:
     """Samples/s of an Offline run of the SUT sized to last ~`seconds` at `expected`
-    samples/s, its components' p50s in us, and the executor path it names."""
+    samples/s, its components' p50s in us, and the paths it names (`executor`, and
+    `samples`: where its samples started)."""
     settings = load_settings(None, ["scenario='Offline'", "preset='dev'",
                                     f"target_qps={expected:.0f}", f"min_duration_s={seconds}",
                                     "warmup_s=0"])
@@ -236,7 +245,8 @@ def offline_run(model: str, batch: int, layout: tuple[int, int], expected: float
     spec = f"builtin:{model},max_batch_size={batch},{','.join([*options, target.options])}"
     result = run_test(settings, make_sut(spec))
     p50s = {name: round(c.latency.p50 / 1e3, 1) for name, c in result.stats.components_ns.items()}
-    return float(result.stats.samples_per_s), p50s, str(result.sut.get("executor", ""))
+    paths = {key: str(result.sut.get(key, "")) for key in ("executor", "samples")}
+    return float(result.stats.samples_per_s), p50s, paths
 
 
 def offline_throughput(model: str, batch: int, layout: tuple[int, int], expected: float,
@@ -249,40 +259,54 @@ def harness_case(batch: int, layout: tuple[int, int], target: Target, variant: s
                  seconds: float = 3.0) -> dict[str, object]:
     """What the harness alone costs a batch: Offline on a model that computes nothing,
     where the workers' Python runs one at a time under the GIL."""
-    samples, p50s, executor = offline_run(NO_COMPUTE, batch, layout, 1e6, target, variant,
-                                          seconds)
+    samples, p50s, paths = offline_run(NO_COMPUTE, batch, layout, 1e6, target, variant,
+                                       seconds)
     return {"model": "no-compute", "batch": batch, "device": target.device,
-            "precision": target.precision, "variant": variant, "executor": executor,
+            "precision": target.precision, "variant": variant, **paths,
             "sut_samples_per_s": round(samples),
             "us_per_batch": round(batch / samples * 1e6, 1), "component_p50_us": p50s}
 
 
-def offline_case(model: str, batch: int, layout: tuple[int, int], rounds: int,
-                 target: Target, variant: str = "default", seconds: float = 3.0,
-                 raw_modes: tuple[str, ...] = ("eager",)) -> dict[str, object]:
-    """The SUT's Offline throughput against the raw model's, alternated `rounds` times (so
-    drift on a shared machine hits both), each SUT run sized by the raw figure before it;
-    medians, the ratio's range, and the last SUT run's component p50s."""
-    suts, raws, graphs = [], [], []
-    p50s: dict[str, float] = {}
-    executor = ""
+def offline_cases(model: str, batch: int, layout: tuple[int, int], rounds: int,
+                  target: Target, variants: tuple[str, ...] = ("default",),
+                  seconds: float = 3.0, raw_modes: tuple[str, ...] = ("eager",)
+                  ) -> list[dict[str, object]]:
+    """Each variant's Offline throughput against the raw model's, alternated `rounds` times
+    (so drift on a shared machine hits both), each SUT run sized by the raw figure before
+    it (the variants share the raw loops); medians, the ratio's range, and the last SUT
+    run's component p50s, one case per variant."""
+    suts: dict[str, list[float]] = {v: [] for v in variants}
+    p50s: dict[str, dict[str, float]] = {}
+    paths: dict[str, dict[str, str]] = {}
+    raws, graphs = [], []
     for _ in range(rounds):
         raws.append(raw_throughput(model, batch, layout, target, seconds))
         if "graph" in raw_modes:
             graphs.append(raw_throughput(model, batch, layout, target, seconds, "graph"))
-        sut, p50s, executor = offline_run(model, batch, layout, raws[-1], target, variant,
-                                          seconds)
-        suts.append(sut)
+        for variant in variants:
+            sut, p50s[variant], paths[variant] = offline_run(model, batch, layout, raws[-1],
+                                                             target, variant, seconds)
+            suts[variant].append(sut)
+    return [_case(model, batch, layout, target, v, seconds, suts[v], raws, graphs, p50s[v],
+                  paths[v]) for v in variants]
+
+
+def _case(model: str, batch: int, layout: tuple[int, int], target: Target, variant: str,
+          seconds: float, suts: list[float], raws: list[float], graphs: list[float],
+          p50s: dict[str, float], paths: dict[str, str]) -> dict[str, object]:
+    """One variant's case from its SUT runs and the raw loops beside them."""
+    rounds = len(raws)
     ratios = sorted(s / r for s, r in zip(suts, raws, strict=True))
     sut, raw = statistics.median(suts), statistics.median(raws)
     workers = 1 if target.device == "cuda" else layout[0]
     case: dict[str, object] = {
         "model": model, "batch": batch, "device": target.device, "precision": target.precision,
-        "variant": variant, "executor": executor, "rounds": rounds, "seconds": seconds,
+        "variant": variant, **paths, "rounds": rounds, "seconds": seconds,
         "sut_samples_per_s": round(sut), "raw_samples_per_s": round(raw),
         "ratio": round(statistics.median(ratios), 3),
         "ratio_range": [round(ratios[0], 3), round(ratios[-1], 3)],
-        "sut_adds_us_per_batch": round((1 / sut - 1 / raw) * batch * workers * 1e6, 1),
+        "sut_adds_us_per_batch": (round((1 / sut - 1 / raw) * batch * workers * 1e6, 1)
+                                  if sut > 0 else None),  # None: no batch answered
         "component_p50_us": p50s,
     }
     if graphs:
@@ -301,12 +325,18 @@ def offline_line(case: dict[str, object], layout: tuple[int, int]) -> str:
     assert isinstance(span, list)
     low, high = span
     return (f"Offline, {case['model']}, batch {case['batch']}, {case['device']} "
-            f"{case['precision']}, {where}, {case['variant']} ({case['executor']}): "
+            f"{case['precision']}, {where}, {case['variant']} ({case['executor']}; samples "
+            f"on the {case['samples']}): "
             f"SUT {case['sut_samples_per_s']:,} samples/s, raw model "
             f"{case['raw_samples_per_s']:,} samples/s (medians of {case['rounds']}), ratio "
             f"{case['ratio']:.2f}x (range {low:.2f}-{high:.2f}; target >= 0.9x){graph}; "
-            f"the SUT adds {case['sut_adds_us_per_batch']:.0f} us per batch per worker; "
+            f"the SUT adds {_us(case['sut_adds_us_per_batch'])} per batch per worker; "
             f"component p50s (us): {case['component_p50_us']}")
+
+
+def _us(value: object) -> str:
+    """Microseconds, or why there are none."""
+    return f"{value:.0f} us" if isinstance(value, float) else "- (no batch answered)"
 
 
 def server_peak(spec: str, slo_ms: float, budget_s: float, out: Path) -> dict:
@@ -333,8 +363,9 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where the SUT and the raw model run (cuda: GPU 0)")
     parser.add_argument("--precision", choices=tuple(PRECISIONS), default="fp32")
-    parser.add_argument("--variants", default="default",
-                        help=f"comma-separated executor paths: {', '.join(VARIANTS)}")
+    parser.add_argument("--variants",
+                        help=f"comma-separated executor paths: {', '.join(VARIANTS)} "
+                        "(default: default on cpu, default,host-samples on cuda)")
     parser.add_argument("--raw-modes", default="eager",
                         help="raw loops: eager (the target's baseline), and graph (CUDA only)")
     parser.add_argument("--seconds", type=float, default=3.0,
@@ -344,7 +375,7 @@ def main() -> None:
                         help="with --json: add the no-compute model's cost per batch, at "
                         "the largest batch")
     args = parser.parse_args()
-    variants = tuple(args.variants.split(","))
+    variants = tuple((args.variants or DEFAULT_VARIANTS[args.device]).split(","))
     raw_modes = tuple(args.raw_modes.split(","))
     if unknown := [v for v in variants if v not in VARIANTS]:
         parser.error(f"--variants: unknown {unknown}; known: {', '.join(VARIANTS)}")
@@ -380,10 +411,9 @@ def main() -> None:
                                           args.seconds)), flush=True)
         for model in models:
             for batch in batches:
-                for variant in variants:
-                    print(json.dumps(offline_case(model, batch, layout, args.rounds, target,
-                                                  variant, args.seconds, raw_modes)),
-                          flush=True)
+                for case in offline_cases(model, batch, layout, args.rounds, target, variants,
+                                          args.seconds, raw_modes):
+                    print(json.dumps(case), flush=True)
         return
     if target.device == "cuda":
         print(gpu_line(target.precision), flush=True)
@@ -396,10 +426,9 @@ def main() -> None:
               f"{case['us_per_batch']:.1f} us per batch", flush=True)
     for model in models:
         for batch in batches:
-            for variant in variants:
-                print(offline_line(offline_case(model, batch, layout, args.rounds, target,
-                                                variant, args.seconds, raw_modes), layout),
-                      flush=True)
+            for case in offline_cases(model, batch, layout, args.rounds, target, variants,
+                                      args.seconds, raw_modes):
+                print(offline_line(case, layout), flush=True)
     if args.no_server:
         return
     with tempfile.TemporaryDirectory() as tmp:

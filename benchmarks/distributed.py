@@ -55,7 +55,7 @@ def probe(spec: str, kind: str, engine: Any, workers: int, duration_s: float,
             r = run_test(settings, spec, engine=engine)
             votes += r.valid
             last = {"lag_p99_us": r.stats.issue_lag_ns.p99 / 1e3,
-                    "skew_us": (r.distributed or {}).get("skew_bound_ns", 0) / 1e3,
+                    "skew_us": r.distributed.skew_bound_ns / 1e3 if r.distributed else 0.0,
                     "why": ",".join(map(str, r.verdict.codes)) or "-"}
         return votes * 2 > repeat, last
 

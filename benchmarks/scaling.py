@@ -156,13 +156,18 @@ def process_counts(most: int | None = None) -> list[int]:
     return counts + ([most] if counts[-1] != most else [])
 
 
-def saturated_row(processes: int, per_process: int, spec: str = "null",
-                  engine: Any = None, cpus: str = "") -> dict[str, Any]:
-    """One saturated run on `processes` load processes: its rate and the harness's cost."""
-    settings = load_settings(None, [
+def saturated_settings(processes: int, per_process: int, cpus: str = "") -> Any:
+    """A saturated run (every query due at once) of `per_process` queries a process."""
+    return load_settings(None, [
         "preset='dev'", "target_qps=1e8", "target_latency_ms=1000", "min_duration_s=0",
         f"min_query_count={per_process * processes}", "warmup_s=0", "max_issue_lag_ms=1e9",
         "energy='off'", f"workers={processes}", f"worker_cpus={cpus!r}"])
+
+
+def saturated_row(processes: int, per_process: int, spec: str = "null",
+                  engine: Any = None, cpus: str = "") -> dict[str, Any]:
+    """One saturated run on `processes` load processes: its rate and the harness's cost."""
+    settings = saturated_settings(processes, per_process, cpus)
     with ClockSampler() as clock:
         r = run_test(settings, spec, engine=engine if engine is not None else LocalProcesses())
     block = r.workers or {}
@@ -178,6 +183,7 @@ def saturated_row(processes: int, per_process: int, spec: str = "null",
     return {
         "processes": processes, "qps": round(float(r.stats.qps_completed)),
         "qps_per_core": round(r.stats.qps_completed / sum(shares)) if sum(shares) else None,
+        "cpu_ns_per_query": round(1e9 * sum(w["cpu_s"] for w in per) / max(queries, 1)),
         "queries": r.stats.queries,
         "cpu_share_min": min(shares, default=0.0),
         "cpu_share_mean": round(sum(shares) / len(shares), 3) if shares else 0.0,

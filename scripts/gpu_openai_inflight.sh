@@ -25,6 +25,11 @@ for CAP in 256 16; do
       --out "$OUT_DIR/cap$CAP" --force \
       --sut "openai://$ADDRESS/tiny-llm?endpoint=chat&max_in_flight=$CAP" \
       > "$OUT_DIR/cap$CAP.log" 2>&1 || true
+  if [ ! -f "$OUT_DIR/cap$CAP/result.json" ]; then  # say why, then the server's side
+    echo "max_in_flight=$CAP: no result; the run's log ends:"; tail -n 25 "$OUT_DIR/cap$CAP.log"
+    echo "the server's log ends:"; tail -n 15 "$OUT_DIR/serve.log"
+    continue
+  fi
   "$PYTHON" - "$OUT_DIR/cap$CAP/result.json" "$CAP" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))

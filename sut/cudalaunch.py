@@ -4,13 +4,20 @@ Each slot owns a pinned host input, a device input, a pinned landing buffer, six
 events and, with CUDA graphs, its own captured `GraphSet` (one per slot: the slots' static
 buffers never alias, so one slot's D2H never races another's replay). A launch queues,
 without waiting: H2D on the h2d stream (straight into the slot's static inputs of the
-batch's bucket when a graph runs it); compute on the compute stream once the H2D event
-has fired (the bucket's graph replay, or the eager forward); D2H on the d2h stream once
-compute has (straight from the static outputs). H2D and
+batch's bucket when a graph runs it; rows of another floating dtype than the static
+inputs, which hold the lent blocks' dtype, land in the slot's device input and are cast
+into them on the device); compute on the compute stream once the H2D event has fired
+(the bucket's graph replay, or the eager forward); D2H on the d2h stream once compute
+has (straight from the static outputs). H2D and
 D2H have a stream each: on one copy stream, the next batch's H2D would queue behind
 this batch's D2H, which waits for its compute, and copies would never overlap compute.
 A slot is launched again only after `finish` saw its last event, so none of its buffers
 is written while the device still reads it.
+
+With samples on the device (`sut.devicedata`), a batch of sample indices is launched the
+same way, but what the h2d stream queues is the indices' copy into the slot's device
+index buffer and a gather (`index_select`) of the rows into the same static inputs (or
+the slot's eager inputs): h2d then times the indices' copy and the gather.
 """
 
 from __future__ import annotations
@@ -24,9 +31,10 @@ import torch
 
 from oipwire.datatypes import TensorSpec
 from oipwire.timing import COMPUTE, D2H, H2D
+from sut.devicedata import SAMPLE_INDEX, DeviceSamples, IndexBuffers
 from sut.forward import Forward
 from sut.graphs import GraphSet
-from sut.staging import host_buffer, stage
+from sut.staging import host_buffer, request_parts, stage
 
 __all__ = ["CudaLauncher"]
 
@@ -49,7 +57,7 @@ def _device_buffer(current: torch.Tensor | None, rows: int, like: torch.Tensor,
 class _Slot:
     """One batch's buffers and events; reused batch after batch."""
 
-    def __init__(self, inputs: int, outputs: int) -> None:
+    def __init__(self, inputs: int, outputs: int, device: torch.device) -> None:
         self.host_in: list[torch.Tensor | None] = [None] * inputs
         self.dev_in: list[torch.Tensor | None] = [None] * inputs
         self.landing: list[torch.Tensor | None] = [None] * outputs
@@ -59,6 +67,7 @@ class _Slot:
         self.rows = 0
         self.staged_ns = 0
         self.eager: list[torch.Tensor] = []  # eager outputs, alive until their D2H is done
+        self.index = IndexBuffers(device, pinned=True)  # a batch of sample indices
 
 
 class CudaLauncher:
@@ -66,20 +75,27 @@ class CudaLauncher:
 
     def __init__(self, forward: Forward, device: torch.device,
                  inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...],
-                 slots: int = 3, graphs: Sequence[GraphSet] = ()) -> None:
-        """`graphs`: one captured set per slot, or none (eager)."""
+                 slots: int = 3, graphs: Sequence[GraphSet] = (),
+                 samples: DeviceSamples | None = None) -> None:
+        """`graphs`: one captured set per slot, or none (eager); `samples`: the dataset on
+        this device, when batches may come as sample indices."""
         if graphs and len(graphs) != slots:
             raise ValueError(f"want one GraphSet per slot ({slots}), got {len(graphs)}")
         self.device = device
         self.graphs = tuple(graphs)
         self._forward = forward
+        self._precision = forward.precision
         self._names = tuple(s.name for s in inputs)
+        self.samples = samples
+        # whether a batch of indices is gathered straight into the graphs' static inputs
+        self._graph_gather = bool(graphs) and samples is not None and samples.fits(
+            graphs[0].static_inputs(graphs[0].buckets[-1]))
         with torch.cuda.device(device):
             self._h2d = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
             self._compute = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
             self._d2h = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
             self._default = torch.cuda.default_stream(device)
-            self._slots = [_Slot(len(inputs), len(outputs)) for _ in range(slots)]
+            self._slots = [_Slot(len(inputs), len(outputs), device) for _ in range(slots)]
 
     @property
     def slots(self) -> int:
@@ -100,18 +116,25 @@ class CudaLauncher:
         began = time.perf_counter_ns()
         s = self._slots[slot]
         rows, requests = batch.rows, batch.requests
+        samples = self.samples if SAMPLE_INDEX in requests[0].inputs else None
         lent = requests[0].lent if len(requests) == 1 else None
         sources = []
-        for i, name in enumerate(self._names):
+        host_index = s.index.join(requests, rows) if samples is not None else None
+        for i, name in enumerate(() if samples is not None else self._names):
             if lent is not None:
                 sources.append(lent.tensors[name])  # the request's rows: the batch's
             else:
-                s.host_in[i] = stage(s.host_in[i], [r.inputs[name] for r in requests], rows,
-                                     pinned=True)
+                parts = request_parts(requests, name, self._precision)
+                s.host_in[i] = stage(s.host_in[i], parts, rows, pinned=True)
                 sources.append(s.host_in[i][:rows])  # type: ignore[index]
         s.rows, s.staged_ns = rows, time.perf_counter_ns() - began
         graphs = self.graphs[slot] if self.graphs else None
-        bucket = graphs.bucket_for(sources) if graphs is not None else None
+        if graphs is None:
+            bucket = None
+        elif samples is not None:
+            bucket = graphs.bucket(rows) if self._graph_gather else None
+        else:
+            bucket = graphs.bucket_for(sources)
         ev = s.events
         try:
             torch.cuda.set_stream(self._h2d)
@@ -119,9 +142,13 @@ class CudaLauncher:
             if graphs is not None and bucket is not None:
                 targets = graphs.static_inputs(bucket)
             else:
-                targets = [self._dev_in(s, i, rows, src) for i, src in enumerate(sources)]
-            on_device = [_first(t, rows).copy_(src, non_blocking=True)
-                         for t, src in zip(targets, sources, strict=True)]
+                likes = samples.tensors if samples is not None else sources
+                targets = [self._dev_in(s, i, rows, like) for i, like in enumerate(likes)]
+            if samples is not None and host_index is not None:
+                on_device = samples.gather(s.index.send(host_index), targets)
+            else:
+                on_device = [self._copy_in(s, i, _first(t, rows), src)
+                             for i, (t, src) in enumerate(zip(targets, sources, strict=True))]
             ev[1].record(self._h2d)
             torch.cuda.set_stream(self._compute)
             self._compute.wait_event(ev[1])
@@ -142,6 +169,17 @@ class CudaLauncher:
             ev[5].record(self._d2h)
         finally:
             torch.cuda.set_stream(self._default)
+
+    def _copy_in(self, s: _Slot, index: int, target: torch.Tensor,
+                 source: torch.Tensor) -> torch.Tensor:
+        """`source` (host) into `target` (device) on the h2d stream; a source of another
+        dtype (plain FP32 rows for a graph's bf16 static input) lands in the slot's device
+        input first and is cast on the device."""
+        if target.dtype == source.dtype:
+            return target.copy_(source, non_blocking=True)
+        landed = _first(self._dev_in(s, index, source.shape[0], source), source.shape[0])
+        landed.copy_(source, non_blocking=True)
+        return target.copy_(landed)
 
     def _dev_in(self, s: _Slot, index: int, rows: int, like: torch.Tensor) -> torch.Tensor:
         """The slot's device input `index`, grown to `rows` rows if need be (eager path)."""

@@ -10,6 +10,10 @@ inputs and its D2H reads its own static outputs, while other slots replay theirs
 Buckets are 1, 2, 4, ... up to the largest batch, and the largest batch itself. Every
 bucket is checked once against the eager forward on the same inputs; a capture that
 fails or disagrees raises `GraphError` and the caller runs eager, saying why.
+Static inputs hold the `block_dtype` (a floating input at bf16/fp16: that precision), the
+dtype of the blocks the service lends, so a lent block is copied in as it is (or, with
+samples on the device, the samples' dtypes); a floating input of another dtype is cast
+into them on the device.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 import torch
 
 from sut.forward import Forward
+from sut.staging import block_dtype
 
 __all__ = ["TOLERANCE", "GraphError", "GraphSet", "buckets_up_to"]
 
@@ -61,12 +66,15 @@ class GraphSet:
 
     def bucket_for(self, inputs: Sequence[torch.Tensor]) -> int | None:
         """The bucket for these inputs, or None when no graph fits them (more rows than
-        the largest bucket, or a row shape or dtype other than the captured one)."""
+        the largest bucket, a row shape other than the captured one, or a dtype other than
+        the captured one, unless both are floating: then the caller casts into it)."""
         bucket = self.bucket(inputs[0].shape[0])
         if bucket is None:
             return None
         for static, given in zip(self._inputs[bucket], inputs, strict=True):
-            if static.shape[1:] != given.shape[1:] or static.dtype != given.dtype:
+            if static.shape[1:] != given.shape[1:] or (
+                    static.dtype != given.dtype
+                    and not (static.is_floating_point() and given.is_floating_point())):
                 return None
         return bucket
 
@@ -90,12 +98,15 @@ class GraphSet:
 
     @classmethod
     def capture(cls, forward: Forward, device: torch.device, sample: Sequence[np.ndarray],
-                max_rows: int) -> GraphSet:
+                max_rows: int, dtypes: Sequence[torch.dtype] = ()) -> GraphSet:
         """Capture every bucket up to `max_rows` from `sample` (max_rows rows per input, in
-        spec order) and check each against eager; GraphError says why it cannot."""
+        spec order; static inputs in `dtypes` when given, else in the sample's `block_dtype`
+        at the precision) and check each against eager; GraphError says why it cannot."""
         if any(a.shape[0] < max_rows for a in sample):
             raise GraphError(f"capture needs {max_rows} sample rows")
         tolerance = TOLERANCE[forward.precision]
+        kinds = list(dtypes) or [block_dtype(torch.from_numpy(a[:0]).dtype, forward.precision)
+                                 for a in sample]
         buckets = buckets_up_to(max_rows)
         pool = torch.cuda.graph_pool_handle()
         side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
@@ -106,8 +117,8 @@ class GraphSet:
         with torch.inference_mode(), torch.cuda.device(device), torch.cuda.stream(side):
             for size in reversed(buckets):  # largest first: the smaller reuse its pool
                 try:
-                    static = [torch.from_numpy(np.ascontiguousarray(a[:size])).to(device)
-                              for a in sample]
+                    static = [_static(a[:size], device, dtype)
+                              for a, dtype in zip(sample, kinds, strict=True)]
                     for _ in range(2):  # lazy initialisation (cuBLAS handles...) before capture
                         forward(static)
                     side.synchronize()
@@ -127,6 +138,11 @@ class GraphSet:
                 _check(size, captured, eager, tolerance)
                 inputs[size], outputs[size], graphs[size] = static, captured, graph
         return cls(buckets, inputs, outputs, graphs)
+
+
+def _static(rows: np.ndarray, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """A static input: `rows` on the device, as `dtype`."""
+    return torch.from_numpy(np.ascontiguousarray(rows)).to(device=device, dtype=dtype)
 
 
 def _check(size: int, captured: Sequence[torch.Tensor], eager: Sequence[torch.Tensor],

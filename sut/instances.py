@@ -8,6 +8,9 @@
     cuda_graphs=true  (CUDA's default) each CUDA pipeline replays CUDA graphs per
                       batch-size bucket, captured at load, one set per ring slot;
                       eager when capture fails, with the reason in `note`
+    samples           (start_from_device) the dataset on each device: every path takes
+                      batches of sample indices too, lent in `index_pool`'s blocks; graphs
+                      are captured with static inputs in the samples' dtypes
 
 `describe()` names the path that runs, for the summary and result.json.
 """
@@ -15,7 +18,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +27,7 @@ import torch
 
 from oipwire.datatypes import TensorSpec
 from sut.cudalaunch import CudaLauncher
+from sut.devicedata import INDEX_SPEC, DeviceSamples
 from sut.forward import Forward
 from sut.graphs import GraphError, GraphSet
 from sut.hostlaunch import HostLauncher
@@ -62,7 +66,9 @@ class Instances:
     def __init__(self, copies: dict[str, torch.nn.Module], devices: Sequence[str],
                  precision: str, inputs: tuple[TensorSpec, ...],
                  outputs: tuple[TensorSpec, ...], choice: ExecutorChoice, threads: int,
-                 max_rows: int, sample: Sequence[np.ndarray]) -> None:
+                 max_rows: int, sample: Sequence[np.ndarray],
+                 samples: Mapping[str, DeviceSamples] | None = None) -> None:
+        """`samples`: the dataset on each device (start_from_device), or None."""
         self.choice = choice
         self.note = ""
         self.buckets: tuple[int, ...] = ()
@@ -72,30 +78,36 @@ class Instances:
         # blocks lent to callers (pinned on CUDA): their inputs are gathered into one and
         # read from there, on every path
         self.pool = PinnedPool(inputs, max_rows, limit=4 * RING_SLOTS * len(devices),
-                               pinned=self._cuda)
+                               pinned=self._cuda, precision=precision)
+        # blocks of sample indices, when the samples are on the device
+        self.index_pool = (PinnedPool([INDEX_SPEC], max_rows, limit=4 * RING_SLOTS * len(devices),
+                                      pinned=self._cuda) if samples else None)
+        on = dict(samples or {})
         self._executors: list[Executor] = []
         self.launchers: list[Launcher] = []
         self._running: list[Pipeline] | WorkerPool | None = None
         if not choice.pipelined:
-            self._executors = [Executor(copies[d], torch.device(d), precision, inputs, outputs)
-                               for d in devices]
+            self._executors = [Executor(copies[d], torch.device(d), precision, inputs, outputs,
+                                        on.get(d)) for d in devices]
             return
         for device in devices:
             forward = Forward(copies[device], precision, outputs)
             if not self._cuda:
                 self.launchers.append(HostLauncher(forward, inputs, RING_SLOTS))
                 continue
-            graphs = self._capture(forward, torch.device(device), sample, max_rows)
+            held = on.get(device)
+            graphs = self._capture(forward, torch.device(device), sample, max_rows,
+                                   held.dtypes if held is not None else ())
             self.launchers.append(CudaLauncher(forward, torch.device(device), inputs, outputs,
-                                               RING_SLOTS, graphs))
+                                               RING_SLOTS, graphs, held))
 
     def _capture(self, forward: Forward, device: torch.device, sample: Sequence[np.ndarray],
-                 max_rows: int) -> list[GraphSet]:
+                 max_rows: int, dtypes: Sequence[torch.dtype]) -> list[GraphSet]:
         """One captured set per ring slot (each with its own static buffers), or none."""
         if not self.choice.cuda_graphs or self.note:
             return []
         try:
-            graphs = [GraphSet.capture(forward, device, sample, max_rows)
+            graphs = [GraphSet.capture(forward, device, sample, max_rows, dtypes)
                       for _ in range(RING_SLOTS)]
         except GraphError as exc:
             self.note = f"CUDA graphs off, eager used: {exc}"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from sut.batcher import BatcherConfig
 from sut.models import MODEL_OPTIONS
-from sut.optionwords import Parser, at_least, flag, parse_words, word
+from sut.optionwords import Parser, at_least, auto_flag, flag, parse_words, word
 
 __all__ = ["OPTION_HELP", "ServiceOptions", "parse_options"]
 
@@ -26,6 +26,7 @@ class ServiceOptions:
     pipelined: bool | None = None
     cuda_graphs: bool | None = None
     completion_thread: bool = False
+    start_from_device: bool | None = None
     workers: int | None = None
     threads: int | None = None
     precision: str = "fp32"
@@ -49,6 +50,7 @@ _PARSERS: dict[str, Parser] = {
     "pipelined": flag,
     "cuda_graphs": flag,
     "completion_thread": flag,
+    "start_from_device": auto_flag,
     "workers": at_least(1),
     "threads": at_least(1),
     "precision": word,
@@ -68,6 +70,10 @@ OPTION_HELP: dict[str, str] = {
     "cuda_graphs": "true (CUDA default): replay CUDA graphs per batch-size bucket; false: eager",
     "completion_thread": "pipelines: true = an issue and a completion thread per instance;"
                          " false (default) = one thread launches and hands back",
+    "start_from_device": "auto (default), true or false: the in-process adapter's samples"
+                         " copied to each GPU before the run, batches sent as indices"
+                         " (auto: on CUDA when they take <= 1/8 of free memory; never on"
+                         " the CPU, nor over HTTP/gRPC)",
     "workers": "workers in all, round-robin over devices (instead of instances)",
     "threads": "intra-op threads per worker (default cores // workers)",
     "precision": "fp32 (default), fp16 or bf16; falls back to fp32 where unsupported",

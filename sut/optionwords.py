@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from sut.errors import ConfigError
 
-__all__ = ["Parser", "at_least", "flag", "integer", "number", "parse_words", "word"]
+__all__ = ["Parser", "at_least", "auto_flag", "flag", "integer", "number", "parse_words", "word"]
 
 Parser = Callable[[str, str], object]
 
@@ -52,6 +52,11 @@ def flag(key: str, raw: str) -> bool:
     if word in ("false", "0", "no", "off"):
         return False
     raise ConfigError(key, f"want true or false, got {raw!r}")
+
+
+def auto_flag(key: str, raw: str) -> bool | None:
+    """auto (None: derived from the machine), or a `flag`."""
+    return None if raw.strip().lower() == "auto" else flag(key, raw)
 
 
 def word(key: str, raw: str) -> str:

@@ -6,13 +6,17 @@ and warms up through the real path: its `Instances` (serial workers, or pipeline
 with CUDA graphs on CUDA) each take their next batch from a `Batcher`. It lends input
 blocks (`lend`; pinned on CUDA): a caller that gathers a request's rows into one and
 submits it with `lent=` has its inputs read from there (sent to the GPU) with no other
-host copy.
+host copy. Started `in_process=True` (loadgen's in-process adapter) on CUDA, it may copy
+the dataset's inputs to each GPU first (`start_from_device`, `sut.devicedata`): then a
+request is `{SAMPLE_INDEX: int64 indices}` (`lend_indices` lends pinned blocks of them),
+and its rows are gathered on the GPU.
 Per request it reports durations in ns, disjoint and in order, under the component
 names of `oipwire.timing` (the vocabulary the servers send and loadgen records):
 
     queue            enqueue -> picked into a forming batch
     batch_formation  picked -> batch dispatched
-    h2d              staging (pinned on CUDA) and host-to-device copy
+    h2d              staging (pinned on CUDA) and host-to-device copy (of the indices,
+                     and the gather on the GPU, when samples start on the device)
     compute          the forward pass, with precision casts
     d2h              device-to-host copy of the outputs
     postprocess      end of d2h -> this request's `done_ns` (slicing, earlier callbacks)
@@ -36,12 +40,19 @@ import torch
 from oipwire.datatypes import TensorSpec, numpy_dtype
 from oipwire.timing import BATCH_FORMATION, COMPUTE, POSTPROCESS, QUEUE, SERVER_TOTAL
 from sut.batcher import Batch, Batcher, BatcherConfig, answer
+from sut.devicedata import (
+    SAMPLE_INDEX,
+    DeviceSamples,
+    SamplesDecision,
+    index_rows,
+    place_samples,
+)
 from sut.errors import InvalidInput, ModelLoadError, SutError
 from sut.instances import Instances, choose
 from sut.models import LoadedModel, check_model, load_model
 from sut.options import ServiceOptions, parse_options
-from sut.staging import Lent
-from sut.workers import Executor, cpu_cores, place, plan_workers, resolve_precision
+from sut.staging import Lent, request_parts, to_block
+from sut.workers import PRECISIONS, Executor, cpu_cores, place, plan_workers, resolve_precision
 
 __all__ = ["InferResult", "InferenceService", "ModelMetadata", "build_service"]
 
@@ -92,6 +103,10 @@ class InferenceService:
         self._lock = threading.Lock()
         self._ok = self._failed = self._rows = self._queue_ns = self._compute_ns = 0
         self._batch_sizes: Counter[int] = Counter()
+        self._in_process = False
+        self._samples = SamplesDecision(False, "not started")
+        self._samples_bytes = 0  # per device, when the samples are on the devices
+        self._samples_size = 0  # sample indices are in [0, this); 0: requests carry rows
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -107,10 +122,13 @@ class InferenceService:
         return ModelMetadata(m.name, ("1",), m.platform, m.inputs, m.outputs,
                              self._config_max_batch())
 
-    async def start(self) -> None:
-        """Load (timed), place, run a first inference (timed), start workers, warm up."""
+    async def start(self, *, in_process: bool = False) -> None:
+        """Load (timed), place, run a first inference (timed), start workers, warm up.
+        `in_process`: the caller is in this process and sends samples of the model's
+        dataset (loadgen's in-process adapter), so they may start on the device."""
         if self._loaded is not None:
             raise SutError("the service was already started")
+        self._in_process = in_process
         await asyncio.to_thread(_in_own_thread, self._start)
         self._ready = True
 
@@ -150,6 +168,31 @@ class InferenceService:
         None when there is none to lend (then submit plain arrays)."""
         instances = self._instances
         pool = instances.pool if instances is not None else None
+        return pool.lend(rows) if pool is not None else None
+
+    def lendable(self, block: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """`block` (inputs in their specs' dtypes, e.g. from `sample_inputs`) in the dtypes
+        of the blocks `lend` gives (`Lent.arrays`: a floating input at bf16/fp16 held at
+        that precision); convert a dataset once, then gather from it into lent blocks."""
+        instances = self._instances
+        if instances is None or instances.pool is None:
+            raise SutError("the service is not running")
+        pool = instances.pool
+        if not pool.shapes_fixed:  # nothing is lent: keep the block as it is
+            return dict(block)
+        return {name: to_block(array, pool.dtypes[name]) for name, array in block.items()}
+
+    @property
+    def samples_on_device(self) -> bool:
+        """Whether the dataset is on the devices: then a request is `{SAMPLE_INDEX: int64
+        indices in [0, dataset_size)}`, one row each, and nothing else is taken."""
+        return self._samples_size > 0
+
+    def lend_indices(self, rows: int) -> Lent | None:
+        """A block of `rows` sample indices (pinned) to fill and submit as `lent.arrays` with
+        `lent=`, when the samples are on the device; else None."""
+        instances = self._instances
+        pool = instances.index_pool if instances is not None else None
         return pool.lend(rows) if pool is not None else None
 
     def submit(
@@ -195,8 +238,11 @@ class InferenceService:
 
     def _give_back(self, lent: Lent) -> None:
         instances = self._instances
-        if instances is not None and instances.pool is not None:
-            instances.pool.give_back(lent)
+        if instances is None:
+            return
+        pool = instances.index_pool if SAMPLE_INDEX in lent.arrays else instances.pool
+        if pool is not None:
+            pool.give_back(lent)
 
     @property
     def batcher_config(self) -> BatcherConfig:
@@ -245,6 +291,9 @@ class InferenceService:
             "instances": len(self._plan.devices) // len(set(self._plan.devices)),
             "threads_per_worker": self._plan.threads_per_worker,
             **(self._instances.describe() if self._instances else {}),
+            "samples": (f"device ({self._samples_bytes / (1 << 20):.1f} MiB per GPU)"
+                        if self.samples_on_device else "host"),
+            "samples_note": self._samples.reason,
             "batcher": dataclasses.asdict(self._batcher_config),
             "cold_start": dict(self._cold),
             "seed": o.seed,
@@ -280,8 +329,11 @@ class InferenceService:
 
     def _validate(self, inputs: Mapping[str, np.ndarray], lent: Lent | None = None) -> int:
         """The request's rows; InvalidInput when its inputs do not fit the model. A lent
-        block's own arrays have the specs' names, dtypes and shapes by construction."""
+        block's own arrays have the specs' names and shapes by construction, each in its
+        block dtype (a floating input at bf16/fp16: that precision, see `lendable`)."""
         limit = self._config_max_batch()
+        if self._samples_size:
+            return index_rows(inputs, limit, self._samples_size)
         if lent is not None and inputs is lent.arrays:
             if lent.rows > limit:
                 raise InvalidInput(f"{lent.rows} rows exceed max_batch_size={limit}")
@@ -303,6 +355,23 @@ class InferenceService:
         if rows > limit:
             raise InvalidInput(f"{rows} rows exceed max_batch_size={limit}")
         return rows
+
+    def _place_samples(self, loaded: LoadedModel, precision: str
+                       ) -> dict[str, DeviceSamples] | None:
+        """The dataset's inputs on each device when `decide` says so (timed), else None."""
+        began = time.perf_counter_ns()
+        try:
+            self._samples, placed = place_samples(
+                self._options.start_from_device, sorted(set(self._plan.devices)),
+                loaded.inputs, lambda: loaded.dataset.sample_inputs(np.arange(loaded.dataset.size)),
+                PRECISIONS[precision], in_process=self._in_process)
+        except torch.OutOfMemoryError as exc:
+            raise ModelLoadError(f"start_from_device: the dataset does not fit on the device "
+                                 f"({exc}); start_from_device=false keeps it on the host") from exc
+        if placed:
+            self._cold["samples_to_device_ns"] = time.perf_counter_ns() - began
+            self._samples_bytes = next(iter(placed.values())).nbytes
+        return placed
 
     def _shutdown(self, drain: bool) -> None:
         if self._batcher is not None:
@@ -329,12 +398,15 @@ class InferenceService:
         max_rows = self._config_max_batch()
         rows = loaded.dataset.sample_inputs(np.arange(max_rows) % loaded.dataset.size)
         devices = self._plan.devices
+        samples = self._place_samples(loaded, precision)
         choice = choose(devices[0].startswith("cuda"), o.pipelined, o.cuda_graphs,
                         o.completion_thread)
         building = time.perf_counter_ns()
         instances = Instances(copies, devices, precision, loaded.inputs, loaded.outputs, choice,
                               self._plan.threads_per_worker, max_rows,
-                              [rows[s.name] for s in loaded.inputs])
+                              [rows[s.name] for s in loaded.inputs], samples)
+        if samples is not None:
+            self._samples_size = loaded.dataset.size
         self._cold["instances_ns"] = time.perf_counter_ns() - building  # graphs captured
         batcher = Batcher(self._batcher_config)
         self._batcher, self._instances = batcher, instances
@@ -353,7 +425,9 @@ class InferenceService:
     def _warm_up(self, batcher: Batcher, workers: int) -> None:
         """Run `warmup` rounds of full and one-row requests through the real path."""
         model, rounds = self._model(), self._options.warmup
-        full = model.dataset.sample_inputs(np.arange(self._config_max_batch()) % model.dataset.size)
+        every = np.arange(self._config_max_batch()) % model.dataset.size
+        full = ({SAMPLE_INDEX: every} if self.samples_on_device
+                else model.dataset.sample_inputs(every))
         one = {k: v[:1] for k, v in full.items()}
         results: list[Any] = []
         done = threading.Semaphore(0)
@@ -379,8 +453,10 @@ class InferenceService:
         """In a serial worker thread: run the batch, then deliver it."""
         requests = batch.requests
         try:
-            parts = {name: [r.inputs[name] for r in requests] for name in requests[0].inputs}
             lent = requests[0].lent if len(requests) == 1 else None
+            parts = ({} if lent is not None  # read as it is: nothing to join
+                     else {name: request_parts(requests, name, self._precision)
+                           for name in requests[0].inputs})
             outputs, phase = executor.run(parts, batch.rows, lent)
         except Exception as exc:  # noqa: BLE001 - any model error fails this batch only
             self._fail(batch, exc)

@@ -5,31 +5,91 @@ whose inputs are a `Lent` block is sent as it is (no copy at all). `PinnedPool` 
 blocks of pinned memory: a caller gathers samples straight into one
 (`np.take(..., out=block, mode='clip')`) and submits it; the block comes back to the
 pool once the request has been answered, by which time the device has read it.
+
+A block holds each input in its `block_dtype`: at bf16 or fp16 a floating input is held
+at that precision (half the bytes to gather and copy, no cast per batch; the values the
+model reads are the same, the cast only moves to the caller's load time, `to_block`).
+numpy has no bfloat16: a bf16 block's numpy array is a uint16 view of the bf16 tensor's
+memory (`Lent.arrays`), and `Lent.tensors` is the bf16 tensor itself.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from oipwire.datatypes import TensorSpec
+from sut.forward import PRECISIONS
 from sut.tensors import torch_dtype
 
-__all__ = ["Lent", "PinnedPool", "host_buffer", "stage"]
+__all__ = ["Lent", "PinnedPool", "block_dtype", "host_buffer", "request_parts", "stage",
+           "to_block"]
+
+_REDUCED = ("bf16", "fp16")
+
+
+def block_dtype(dtype: torch.dtype, precision: str) -> torch.dtype:
+    """The dtype a lent block (and a CUDA graph's static input) holds an input of `dtype`
+    in: the precision's at bf16 or fp16 when the input is floating, else `dtype` itself."""
+    if precision in _REDUCED and dtype.is_floating_point:
+        return PRECISIONS[precision]
+    return dtype
+
+
+def _numpy_view(tensor: torch.Tensor) -> np.ndarray:
+    """`tensor`'s memory as a numpy array (a bf16 tensor as uint16: numpy has no bf16)."""
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.uint16).numpy()
+    return tensor.numpy()
+
+
+def to_block(array: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """`array` converted (once, at load) to a block's `dtype`, as a numpy array of the same
+    kind `Lent.arrays` holds (bf16 as uint16); `array` itself when it has that dtype."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    return array if tensor.dtype == dtype else _numpy_view(tensor.to(dtype))
 
 
 @dataclass(frozen=True, slots=True)
 class Lent:
-    """A block lent by a `PinnedPool`: numpy views to fill, over the pinned tensors."""
+    """A block lent by a `PinnedPool`: numpy views to fill, over the pinned tensors.
 
-    arrays: dict[str, np.ndarray]  # `rows` rows each, in the input specs' dtypes
-    tensors: dict[str, torch.Tensor]  # the same memory, as torch tensors
+    `arrays[name]` has `rows` rows of the input's shape, in its `block_dtype`: the spec's
+    dtype, except a floating input served at bf16 or fp16, held at that precision (fp16
+    as float16; bf16 as uint16, the bit patterns of the bf16 values). Fill it with rows of
+    the same dtype (`to_block` converts a dataset once). `tensors[name]` is the same
+    memory with the real dtype (bf16 for bf16). `spec_dtypes` names, for each input held
+    at a reduced precision, the spec's torch dtype (empty when none is).
+    """
+
+    arrays: dict[str, np.ndarray]
+    tensors: dict[str, torch.Tensor]
     rows: int
     block: int  # which block of the pool
+    spec_dtypes: Mapping[str, torch.dtype]
+
+    def in_spec_dtype(self, name: str) -> np.ndarray:
+        """Input `name` in its spec's dtype: the array itself, or a widened copy (exact)
+        when the block holds it at a reduced precision."""
+        dtype = self.spec_dtypes.get(name)
+        if dtype is None:
+            return self.arrays[name]
+        return self.tensors[name].to(dtype).numpy()
+
+
+def request_parts(requests: Sequence[Any], name: str, precision: str) -> list[np.ndarray]:
+    """Input `name` of each request of a batch (objects with `inputs` and `lent`), in the
+    spec's dtype, to be joined: at bf16/fp16 a lent block held at that precision is
+    widened back (exact), so a batch that mixes one with plain requests joins alike
+    dtypes; at any other `precision` every block holds the specs' dtypes (no check)."""
+    if precision not in _REDUCED:
+        return [r.inputs[name] for r in requests]
+    return [r.inputs[name] if r.lent is None else r.lent.in_spec_dtype(name) for r in requests]
 
 
 def host_buffer(current: torch.Tensor | None, rows: int, shape: Sequence[int],
@@ -58,12 +118,16 @@ def stage(buffer: torch.Tensor | None, parts: Sequence[np.ndarray], rows: int,
 
 class PinnedPool:
     """Reusable pinned blocks of `rows` rows per input; at most `limit` of them exist.
-    (`pinned=False` makes plain blocks: the same lending, on a host without CUDA.)"""
+    (`pinned=False` makes plain blocks: the same lending, on a host without CUDA.)
+    Each input is held in its `block_dtype` at `precision`."""
 
     def __init__(self, specs: Sequence[TensorSpec], rows: int, limit: int,
-                 pinned: bool = True) -> None:
+                 pinned: bool = True, precision: str = "fp32") -> None:
         self._specs = tuple(specs)
         self._pinned = pinned
+        self.dtypes = {s.name: block_dtype(torch_dtype(s.datatype), precision) for s in specs}
+        self._spec_dtypes = {s.name: torch_dtype(s.datatype) for s in specs
+                             if self.dtypes[s.name] != torch_dtype(s.datatype)}
         self._rows = rows
         self._limit = limit
         self._lock = threading.Lock()
@@ -96,14 +160,16 @@ class PinnedPool:
         full = views.get(self._rows)
         if full is None:
             tensors = {s.name: torch.empty((self._rows, *s.shape[1:]),
-                                           dtype=torch_dtype(s.datatype),
+                                           dtype=self.dtypes[s.name],
                                            pin_memory=self._pinned) for s in self._specs}
-            full = views[self._rows] = Lent({n: t.numpy() for n, t in tensors.items()},
-                                            tensors, self._rows, index)
+            full = views[self._rows] = self._views(tensors, self._rows, index)
         tensors = {name: t[:rows] for name, t in full.tensors.items()}
-        lent = views[rows] = Lent({n: t.numpy() for n, t in tensors.items()}, tensors, rows,
-                                  index)
+        lent = views[rows] = self._views(tensors, rows, index)
         return lent
+
+    def _views(self, tensors: dict[str, torch.Tensor], rows: int, index: int) -> Lent:
+        return Lent({n: _numpy_view(t) for n, t in tensors.items()}, tensors, rows, index,
+                    self._spec_dtypes)
 
     def give_back(self, lent: Lent) -> None:
         """Return a lent block; call once the device has read it."""

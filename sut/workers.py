@@ -11,8 +11,10 @@ threads <= cores. Worker threads run under `torch.inference_mode()`.
 per worker stages, launches and waits for each batch in turn. On CUDA it stages
 in pinned host buffers, copies with `non_blocking=True` on the worker's own
 `torch.cuda.Stream`, and times H2D / compute / D2H with CUDA events, read after
-the stream is synchronised. The pipelined path is `sut.pipeline`. CPU path: inputs are joined into fresh memory (h2d), the forward pass and the
-outputs' conversion to numpy (d2h) timed with `time.perf_counter_ns()`.
+the stream is synchronised; with samples on the device (`sut.devicedata`) a batch of
+sample indices is copied instead and its rows gathered there. The pipelined path is
+`sut.pipeline`. CPU path: inputs are joined into fresh memory (h2d), the forward pass and
+the outputs' conversion to numpy (d2h) timed with `time.perf_counter_ns()`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import torch
 
 from oipwire.datatypes import TensorSpec
 from oipwire.timing import COMPUTE, D2H, H2D
+from sut.devicedata import INDEX_SPEC, SAMPLE_INDEX, DeviceSamples
 from sut.errors import ConfigError, ModelLoadError
 from sut.forward import PRECISIONS, Forward
 from sut.staging import Lent
@@ -195,8 +198,11 @@ class Executor:
         precision: str,
         inputs: tuple[TensorSpec, ...],
         outputs: tuple[TensorSpec, ...],
+        samples: DeviceSamples | None = None,
     ) -> None:
+        """`samples`: the dataset on this (CUDA) device, when batches may come as indices."""
         self.device = device
+        self._samples = samples
         self.precision = precision
         self._forward = Forward(model, precision, outputs)
         self._inputs = inputs
@@ -216,6 +222,11 @@ class Executor:
         """Outputs (owned by the caller, in spec order) and h2d/compute/d2h durations in ns.
         `lent`: the block the batch's one request was gathered into; it is used as it is."""
         start = time.perf_counter_ns()
+        if self._cuda and self._samples is not None and SAMPLE_INDEX in (
+                parts if lent is None else lent.tensors):
+            index = (lent.tensors[SAMPLE_INDEX] if lent is not None
+                     else self._stage(INDEX_SPEC, parts[SAMPLE_INDEX], rows))
+            return self._run_cuda([index], start, self._samples)
         if self._cuda:
             staged = ([lent.tensors[s.name] for s in self._inputs] if lent is not None
                       else [self._stage(s, parts[s.name], rows) for s in self._inputs])
@@ -237,13 +248,16 @@ class Executor:
                         D2H: end - computed_ns}
 
     def _run_cuda(
-        self, staged: list[torch.Tensor], start: int
+        self, staged: list[torch.Tensor], start: int, samples: DeviceSamples | None = None
     ) -> tuple[list[np.ndarray], dict[str, int]]:
+        """`staged`: the batch's inputs on the host, or its sample indices (with `samples`)."""
         staged_ns = time.perf_counter_ns()
         ev = self._events
         with torch.cuda.stream(self._stream):
             ev[0].record(self._stream)
             on_device = [t.to(self.device, non_blocking=True) for t in staged]
+            if samples is not None:
+                on_device = samples.select(on_device[0])
             ev[1].record(self._stream)
             results = self._forward(on_device)
             ev[2].record(self._stream)

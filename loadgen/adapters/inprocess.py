@@ -9,7 +9,13 @@ when the last chunk does, with per-sample finish times. Library index i is
 dataset sample i mod `sample_count`, and every sample's tensors are read once at
 start, so issuing costs a dict lookup (one sample) or one vectorised gather
 (several), straight into a pinned block the service lends where it has one (CUDA):
-the only host copy a sample makes on its way to the GPU.
+the only host copy a sample makes on its way to the GPU. The gather reads a copy of the
+samples in the blocks' dtypes (at bf16/fp16 a floating input is converted once, at
+start: half the bytes, no cast per batch); on a GPU a large one is split over a few
+threads (`sut.gather.Gatherer`, stopped with the adapter; on the CPU the workers have
+every core, and the gather stays one call). Where the service put the dataset on the
+GPU before the run (`start_from_device`), a query sends its sample indices instead (into
+a pinned block lent for them), and the rows are gathered there.
 
 Completions are stamped in the sut worker thread and queued for the loop; the
 loop is woken once for all that are queued (one callback per batch, not one per
@@ -35,6 +41,8 @@ from loadgen.adapters.base import CompletionSink, Timers, parse_options
 from loadgen.errors import SutError, SutSpecError
 from oipwire.timing import BATCH_SIZE
 from sut import errors as sut_errors
+from sut.devicedata import SAMPLE_INDEX
+from sut.gather import Gatherer
 from sut.service import InferenceService, InferResult, build_service
 from sut.staging import Lent
 
@@ -88,6 +96,9 @@ class InProcessSut:
         self._labelled = False
         self._window = 2
         self._block: dict[str, np.ndarray] = {}
+        self._lendable: dict[str, np.ndarray] = {}  # `_block` in the lent blocks' dtypes
+        self._gatherer: Gatherer | None = None
+        self._indices = False  # the samples are on the device: send indices, not rows
         self._rows: list[dict[str, np.ndarray]] = []
         self._queued: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
         self._queued_lock = threading.Lock()
@@ -120,7 +131,7 @@ class InProcessSut:
         self._loop, self._sink = asyncio.get_running_loop(), sink
         if not self._service.ready:
             try:
-                await self._service.start()
+                await self._service.start(in_process=True)
             except sut_errors.SutError as exc:
                 raise SutError(f"{self.name}: {exc}") from exc
         self._size = self._service.dataset_size
@@ -128,7 +139,14 @@ class InProcessSut:
         self._window = int(info.get("in_flight", info["workers"])) + int(info["workers"])
         every = np.arange(self._size, dtype=np.int64)
         self._labelled = self._service.labels(every[:1]) is not None
+        self._indices = self._service.samples_on_device
+        if self._indices:
+            self._rows = [{SAMPLE_INDEX: every[i:i + 1]} for i in range(self._size)]
+            return
         self._block = self._service.sample_inputs(every)
+        self._lendable = self._service.lendable(self._block)
+        on_gpu = any(str(d).startswith("cuda") for d in info["device"])
+        self._gatherer = Gatherer(None if on_gpu else 0)  # on the CPU the cores are the workers'
         self._rows = [{k: v[i:i + 1] for k, v in self._block.items()} for i in range(self._size)]
 
     def issue(self, query_id: int, sample_indices: np.ndarray) -> None:
@@ -152,6 +170,8 @@ class InProcessSut:
     async def stop(self) -> None:
         """Stop the service; requests still queued fail, batches running finish."""
         await self._service.stop(drain=False)
+        if self._gatherer is not None:
+            self._gatherer.close()
 
     def describe(self) -> dict[str, Any]:
         """`sut` (this adapter's name), then the service's own description."""
@@ -171,12 +191,20 @@ class InProcessSut:
         return (correct / total if total else 0.0), total
 
     def _gather(self, picked: np.ndarray) -> tuple[dict[str, np.ndarray], Lent | None]:
-        """The samples' rows, gathered into a block the service lends (else a new array)."""
+        """The samples' rows, gathered into a block the service lends (else a new array);
+        their indices, when the samples are on the device."""
+        if self._indices:
+            lent = self._service.lend_indices(len(picked))
+            if lent is None:
+                return {SAMPLE_INDEX: picked.astype(np.int64, copy=False)}, None
+            np.copyto(lent.arrays[SAMPLE_INDEX], picked)
+            return lent.arrays, lent
         lent = self._service.lend(len(picked))
         if lent is None:
             return {k: v[picked] for k, v in self._block.items()}, None
-        for name, data in self._block.items():
-            np.take(data, picked, axis=0, out=lent.arrays[name], mode="clip")
+        assert self._gatherer is not None  # made at start, as the blocks were
+        for name, data in self._lendable.items():
+            self._gatherer.take(data, picked, lent.arrays[name])
         return lent.arrays, lent
 
     # -- completions (sut threads) ----------------------------------------------------------

@@ -69,6 +69,7 @@ class Runner:
         ids: Iterator[int] | None = None,
         release_gil: bool = False,
         share: tuple[int, int] = (0, 1),
+        glance_every: int = 1,
     ) -> None:
         self.plan = plan
         self.sut = sut
@@ -77,6 +78,8 @@ class Runner:
         self._offsets = offsets
         self._samples = samples
         self._progress = progress
+        self._glance_every = glance_every  # progress ticks a glance (the rest carry None)
+        self._ticks = 0
         self._timers: list[tuple[int, int, Callable[[], None]]] = []
         self._timer_seq = itertools.count()
         self._ready: collections.deque[int] = collections.deque()
@@ -358,8 +361,10 @@ class Runner:
                 c.log.flush()
             if self._progress is None:
                 return
+            self._ticks += 1
+            seen = glance(c) if (self._ticks - 1) % self._glance_every == 0 else None
             self._progress(Progress(now - self._start_ns, c.issued, c.finished, c.in_flight,
-                                    sum(c.errors_by_kind.values()), glance(c)))
+                                    sum(c.errors_by_kind.values()), seen))
 
     def _run_timers(self, now: int) -> None:
         timers = self._timers

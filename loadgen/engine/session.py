@@ -109,13 +109,14 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
                       gate: Gate | None = None,
                       watch: Watch | None = None,
                       interrupts: Callable[[Callable[[], None]], None] | None = None,
-                      release_gil: bool = False) -> SessionOutcome:
+                      release_gil: bool = False, glance_every: int = 1) -> SessionOutcome:
     """Run one plan (or one share of it) against a SUT on the running loop.
 
     `started` sees the collector once the SUT has started (a load worker's own reports);
     `interrupts` is handed the run's Ctrl-C (for a worker off the main thread);
     `release_gil` waits without the GIL, as for a SUT that `shares_gil` (for a
-    worker whose host runs threads of its own, as a Ray actor does);
+    worker whose host runs threads of its own, as a Ray actor does); every
+    `glance_every`-th progress tick carries a `Glance` (the rest None);
     with `log_dir` every query's stamps stream to the query log there; a `watch`
     (`engine.watch`: monitors, meter, scraper) takes its slow readings once the SUT is up,
     starts its monitors on the collector, and its meter samples while the engine runs.
@@ -123,7 +124,7 @@ async def run_session(plan: RunPlan, sut: SystemUnderTest, *, share: Share = Sha
     collector = new_collector(plan)
     queries, ids = share_queries(plan, share.index, share.count)
     runner = Runner(plan, sut, collector, *queries, progress, ids=ids, release_gil=release_gil,
-                    share=(share.index, share.count))
+                    share=(share.index, share.count), glance_every=glance_every)
     collector.on_finish = runner.query_finished
     use_prompts = getattr(sut, "use_prompts", None)
     if plan.prompts is not None and use_prompts is not None:

@@ -1,5 +1,6 @@
-"""A user's input file (a dataset, a trace): its text, its JSON rows, and the error that
-names the setting, file, line and field of a bad row."""
+"""A user's input file (a dataset, a trace, a session file): its text, its JSON rows (one
+JSON object, or every line of JSON lines with its number), and the error that names the
+setting, file, line and field of a bad row."""
 
 from __future__ import annotations
 
@@ -44,3 +45,15 @@ class InputFile:
         if not isinstance(row, dict):
             raise self.bad_row(path, line, "row", "expected a JSON object")
         return row
+
+    def json_lines(self, text: str, path: str | Path, field: str) -> list[tuple[int, Any]]:
+        """(line number, value) of each non-blank line of JSON lines; a line that is not JSON
+        is refused as `field` (`FIELD: not JSON: ...`)."""
+        out = []
+        for line, row in enumerate(text.splitlines(), start=1):
+            if row.strip():
+                try:
+                    out.append((line, json.loads(row)))
+                except json.JSONDecodeError as exc:
+                    raise self.bad_row(path, line, field, f"not JSON: {exc.msg}") from None
+        return out

@@ -173,14 +173,7 @@ def _entries(text: str, path: str) -> list[tuple[int, Any]]:
     JSON list's elements."""
     start = len(text) - len(text.lstrip())
     if path.endswith(".jsonl") or text[start:start + 1] != "[":
-        out = []
-        for line, row in enumerate(text.splitlines(), start=1):
-            if row.strip():
-                try:
-                    out.append((line, json.loads(row)))
-                except json.JSONDecodeError as exc:
-                    raise SESSION_FILE.bad_row(path, line, "job", f"not JSON: {exc.msg}") from None
-        return out
+        return SESSION_FILE.json_lines(text, path, "job")
     try:
         jobs = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.adapters.base import SampleTimes
 from loadgen.adapters.safetext import safe_text
@@ -240,15 +241,25 @@ class Collector:
         fullest.flush_some()
         return True
 
-    def tally(self, times: RunTimes) -> Tally:
-        """The run's figures, once it has ended at `times`."""
-        self.query_latency.flush()  # fills the windows
+    def tally(self, times: RunTimes, flush: bool = True) -> Tally:
+        """The run's figures, once it has ended at `times`.
+
+        `flush=False` (a load worker's interim report) leaves the buffers as they are:
+        their values reach the histograms and windows in the engine's own small slices and
+        show in a later report, so a report never records tens of thousands of values at
+        once on the issue loop; the counters are exact either way.
+        """
+        def hist(r: Recorder) -> HdrHistogram:
+            return r.histogram if flush else r.recorded_histogram
+
+        if flush:
+            self.query_latency.flush()  # fills the windows
         return Tally(
-            histograms={"latency_ns": self.latency.histogram,
-                        "service_latency_ns": self.service_latency.histogram,
-                        "issue_lag_ns": self.issue_lag.histogram,
-                        "query_latency_ns": self.query_latency.histogram},
-            components={name: r.histogram for name, r in sorted(self.components.items())},
+            histograms={"latency_ns": hist(self.latency),
+                        "service_latency_ns": hist(self.service_latency),
+                        "issue_lag_ns": hist(self.issue_lag),
+                        "query_latency_ns": hist(self.query_latency)},
+            components={name: hist(r) for name, r in sorted(self.components.items())},
             batch_sizes=dict(sorted(self.batch_sizes.items())),
             errors_by_kind=dict(self.errors_by_kind),
             error_messages={k: tuple(v) for k, v in self.error_messages.items()},
@@ -256,7 +267,8 @@ class Collector:
             samples=self.measured_samples,
             overlatency=self.overlatency,
             late=self.late,
-            out_of_range=sum(r.out_of_range for r in self._recorders),
+            out_of_range=sum(r.out_of_range if flush else r.recorded_out_of_range
+                             for r in self._recorders),
             last_done_ns=self.last_done_ns,
             windows=self.windows.counts(),
             times=times,

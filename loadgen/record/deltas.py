@@ -3,9 +3,10 @@ driver adds each into running totals in place (interval recording, as HdrHistogr
 `Recorder` hands out interval histograms).
 
 `TallyDeltas.take(now)` (worker side) encodes, in `Tally.encode`'s shape, only what
-changed since the previous take: histogram and counter differences, the windows touched
-since (the timeline from the first one touched, `windows.first`), the messages of error
-kinds that changed, and the latest times. Its size follows what happened in the interval,
+changed since the previous take: histogram gains (`histograms.Gain`, raw counts: a take
+costs the issue loop one subtraction a histogram) and counter differences, the windows
+touched since (the timeline from the first one touched, `windows.first`), the messages
+of error kinds that changed, and the latest times. Its size follows what happened in the interval,
 not the run's length. `TallySum.add(doc)` (driver side) adds one into its totals in place
 and `tally()` reads them as a `Tally`. A whole encoded tally is a delta from nothing, so
 the sum of a worker's deltas is its final tally, exactly.
@@ -15,13 +16,20 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
-from loadgen.record.histograms import add_into, counts_copy, difference, new_histogram
+from loadgen.record.histograms import (
+    Gain,
+    add_into,
+    counts_copy,
+    gain,
+    gain_blob,
+    new_histogram,
+)
 from loadgen.record.jobs import JobTally
 from loadgen.record.tally import COUNTERS, HISTOGRAMS, MAX_DETAILS, RunTimes, Tally
 from loadgen.record.tokens import TOKEN_COUNTERS, TOKEN_HISTOGRAMS, TokenTally
@@ -38,13 +46,15 @@ class _Snapshot:
 
     __slots__ = ("counts", "errors", "good", "queries")
 
+    NOTHING: ClassVar[_Snapshot]  # a window before its first query
+
     def __init__(self, b: Bin) -> None:
         self.queries, self.good, self.errors = b.queries, b.good, b.errors
         self.counts: Counts | None = None if b.hist is None else counts_copy(b.hist)
 
     def delta(self, b: Bin) -> Bin:
         """What window `b` gained since this snapshot."""
-        hist = None if b.hist is None else difference(b.hist, self.counts)
+        hist = None if b.hist is None else gain(b.hist, self.counts)
         return Bin(hist, b.queries - self.queries, b.good - self.good, b.errors - self.errors)
 
     def absorb(self, other: _Snapshot) -> None:
@@ -55,6 +65,9 @@ class _Snapshot:
         if other.counts is not None:
             self.counts = other.counts.copy() if self.counts is None else \
                 self.counts + other.counts
+
+
+_Snapshot.NOTHING = _Snapshot(Bin())
 
 
 def _empty(b: Bin) -> bool:
@@ -88,12 +101,12 @@ class TallyDeltas:
             tokens=None if now.tokens is None else self._tokens(now.tokens),
             jobs=None if now.jobs is None else self._jobs(now.jobs))
         self._messages.update(now.error_messages)
-        doc = delta.encode()
+        doc = delta.encode(gain_blob)  # each histogram's `Gain`: no scan, no zlib
         doc["windows"]["first"] = first
         return doc
 
-    def _hist(self, key: tuple[Any, ...], now: HdrHistogram) -> HdrHistogram:
-        gained = difference(now, self._hists.get(key))
+    def _hist(self, key: tuple[Any, ...], now: HdrHistogram) -> Gain:
+        gained = gain(now, self._hists.get(key))
         if gained.total_count:
             self._hists[key] = counts_copy(now)
         return gained
@@ -145,7 +158,7 @@ class TallyDeltas:
             snap = sent.get(i)
             if snap is None:
                 if not _empty(b):
-                    out[i] = b
+                    out[i] = _Snapshot.NOTHING.delta(b)
                     sent[i] = _Snapshot(b)
             elif snap.queries != b.queries or snap.errors != b.errors:
                 out[i] = snap.delta(b)

@@ -10,6 +10,7 @@ a second, and no work at all per query.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loadgen.record.collect import Collector
-from loadgen.record.histograms import Recorder, percentile_ns
+from loadgen.record.histograms import Recorder, percentile_ns, percentiles_ns
 from loadgen.record.windows import Bin
 
 __all__ = ["RECENT_WINDOWS", "Glance", "decode_glance", "encode_glance", "glance",
@@ -42,18 +43,26 @@ class Glance:
 def _percentiles(values: npt.NDArray[np.int64], bins: list[Bin]) -> list[int]:
     """p50 and p99 of the buffered values and each recent window: the worst of each (a
     window still filling reads low, so the worst of the recent few is the honest figure)."""
-    found = [[int(v) for v in np.percentile(values, [50.0, 99.0], method="inverted_cdf")]
-             ] if values.size else []
-    found += [[percentile_ns(b.hist, 50.0), percentile_ns(b.hist, 99.0)] for b in bins]
+    found = [_inverted_cdf(values, (50.0, 99.0))] if values.size else []
+    found += [percentiles_ns(b.hist, (50.0, 99.0)) for b in bins]
     return [max(f[i] for f in found) for i in (0, 1)]
+
+
+def _inverted_cdf(values: npt.NDArray[np.int64], ps: Sequence[float]) -> list[int]:
+    """`np.percentile(values, ps, method="inverted_cdf")` by one in-place partition of
+    `values` (a copy the caller owns): a third of its cost, on a worker's issue loop."""
+    n = values.size
+    ranks = [min(max(math.ceil(n * (p / 100)) - 1, 0), n - 1) for p in ps]
+    values.partition(ranks)
+    return [int(values[k]) for k in ranks]
 
 
 def _lag_p99(lag: Recorder) -> int | None:
     """The issue lag's p99 so far: from the histogram once it holds the larger part."""
-    pending, hist = lag.pending_values, lag.recorded_histogram
-    if hist.total_count >= pending.size:
+    hist = lag.recorded_histogram
+    if hist.total_count >= lag.pending:
         return percentile_ns(hist, 99.0) if hist.total_count else None
-    return int(np.percentile(pending, 99.0, method="inverted_cdf"))
+    return _inverted_cdf(lag.pending_values, (99.0,))[0]
 
 
 def glance(collector: Collector) -> Glance:

@@ -14,7 +14,14 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
-from loadgen.record.histograms import Recorder, decode, encode, merge, new_histogram
+from loadgen.record.histograms import (
+    HistText,
+    Recorder,
+    decode,
+    encode,
+    merge,
+    new_histogram,
+)
 
 __all__ = ["JOB_COUNTERS", "JobRecorder", "JobTally"]
 
@@ -29,10 +36,10 @@ class JobTally:
     counters: dict[str, int]  # keyed by JOB_COUNTERS
     time_ns: HdrHistogram  # each finished job's end-to-end time
 
-    def encode(self) -> dict[str, Any]:
-        """Plain values (the histogram as V2 text, None when empty)."""
+    def encode(self, text: HistText = encode) -> dict[str, Any]:
+        """Plain values (the histogram as `text`, V2 by default; None when empty)."""
         return {"deadline_ns": self.deadline_ns, "counters": dict(self.counters),
-                "time_ns": encode(self.time_ns) if self.time_ns.total_count else None}
+                "time_ns": text(self.time_ns) if self.time_ns.total_count else None}
 
     @classmethod
     def decode(cls, doc: dict[str, Any]) -> JobTally:

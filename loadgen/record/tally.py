@@ -15,7 +15,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
-from loadgen.record.histograms import decode, encode, merge, new_histogram
+from loadgen.record.histograms import HistText, decode, encode, merge, new_histogram
 from loadgen.record.jobs import JobTally
 from loadgen.record.tokens import TokenTally
 from loadgen.record.windows import WindowCounts, merge_windows
@@ -76,21 +76,22 @@ class Tally:
     tokens: TokenTally | None = None  # a token-stream run's figures
     jobs: JobTally | None = None  # agentic jobs' figures (`session_file`)
 
-    def encode(self) -> dict[str, Any]:
-        """Plain values: histograms as V2 base64 text (empty ones as None)."""
-        def text(h: HdrHistogram) -> str | None:
-            return encode(h) if h.total_count else None
+    def encode(self, text: HistText = encode) -> dict[str, Any]:
+        """Plain values: histograms as `text`, V2 base64 by default (empty ones as None;
+        reports between processes use `sparse_text`)."""
+        def blob(h: HdrHistogram) -> str | bytes | None:
+            return text(h) if h.total_count else None
 
         return {
-            "histograms": {k: text(h) for k, h in self.histograms.items()},
-            "components": {k: text(h) for k, h in self.components.items()},
+            "histograms": {k: blob(h) for k, h in self.histograms.items()},
+            "components": {k: blob(h) for k, h in self.components.items()},
             "batch_sizes": dict(self.batch_sizes), "errors_by_kind": dict(self.errors_by_kind),
             "error_messages": {k: list(v) for k, v in self.error_messages.items()},
             **{k: getattr(self, k) for k in COUNTERS},
-            "last_done_ns": self.last_done_ns, "windows": self.windows.encode(),
+            "last_done_ns": self.last_done_ns, "windows": self.windows.encode(text),
             "times": dataclasses.asdict(self.times),
-            "tokens": None if self.tokens is None else self.tokens.encode(),
-            "jobs": None if self.jobs is None else self.jobs.encode(),
+            "tokens": None if self.tokens is None else self.tokens.encode(text),
+            "jobs": None if self.jobs is None else self.jobs.encode(text),
         }
 
     @classmethod

@@ -34,7 +34,14 @@ from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
 from loadgen.adapters.tokens import TokenStream
 from loadgen.plan.tokenslo import NO_TOKEN_SLOS, TokenSlos
-from loadgen.record.histograms import Recorder, decode, encode, merge, new_histogram
+from loadgen.record.histograms import (
+    HistText,
+    Recorder,
+    decode,
+    encode,
+    merge,
+    new_histogram,
+)
 from loadgen.record.turns import TURN_METRICS, TurnHistograms, TurnRecorder, merge_turns
 
 __all__ = ["TOKEN_COUNTERS", "TOKEN_HISTOGRAMS", "TokenRecorder", "TokenTally", "spread"]
@@ -70,12 +77,12 @@ class TokenTally:
     turns: TurnHistograms = field(default_factory=dict)
     """Multi-turn sessions: TTFT and TPOT by turn index (`record.turns`)."""
 
-    def encode(self) -> dict[str, Any]:
-        """Plain values: histograms as V2 base64 text (empty ones as None)."""
-        return {"histograms": {k: encode(h) if h.total_count else None
+    def encode(self, text: HistText = encode) -> dict[str, Any]:
+        """Plain values: histograms as `text`, V2 base64 by default (empty ones as None)."""
+        return {"histograms": {k: text(h) if h.total_count else None
                                for k, h in self.histograms.items()},
                 "counters": dict(self.counters),
-                "turns": {str(turn): {k: encode(h) if h.total_count else None
+                "turns": {str(turn): {k: text(h) if h.total_count else None
                                       for k, h in hists.items()}
                           for turn, hists in self.turns.items()}}
 

@@ -28,6 +28,7 @@ from loadgen.record.histograms import (
     BUFFER_CAPACITY,
     HIGHEST_NS,
     LOWEST_NS,
+    HistText,
     Recorder,
     decode,
     encode,
@@ -82,9 +83,9 @@ class Bin:
         dst.min_value = min(dst.min_value, src.min_value)
         dst.max_value = max(dst.max_value, src.max_value)
 
-    def encode(self) -> list[Any]:
-        """[histogram V2 base64 or None, queries, good, errors]."""
-        hist = None if self.hist is None or not self.hist.total_count else encode(self.hist)
+    def encode(self, text: HistText = encode) -> list[Any]:
+        """[histogram as `text` (V2 base64 by default) or None, queries, good, errors]."""
+        hist = None if self.hist is None or not self.hist.total_count else text(self.hist)
         return [hist, self.queries, self.good, self.errors]
 
     @classmethod
@@ -133,10 +134,10 @@ class WindowCounts:
     timeline: tuple[Bin, ...]
     steps: tuple[Bin, ...]
 
-    def encode(self) -> dict[str, Any]:
-        """Plain values (for sending between processes)."""
-        return {"width_ns": self.width_ns, "timeline": [b.encode() for b in self.timeline],
-                "steps": [b.encode() for b in self.steps]}
+    def encode(self, text: HistText = encode) -> dict[str, Any]:
+        """Plain values (for sending between processes); histograms as `text`."""
+        return {"width_ns": self.width_ns, "timeline": [b.encode(text) for b in self.timeline],
+                "steps": [b.encode(text) for b in self.steps]}
 
     @classmethod
     def decode(cls, doc: dict[str, Any]) -> WindowCounts:

@@ -22,6 +22,7 @@ from typing import Any
 from loadgen.judge.stats import EarlyStopping
 from loadgen.judge.summaries import LatencySummary
 from loadgen.judge.tokenstats import Goodput
+from loadgen.report.docdict import document_dict
 
 __all__ = ["PeakDocument", "PeakGoal", "PeakSlo", "Probe", "TokenProbe"]
 
@@ -155,21 +156,8 @@ class PeakDocument:
 
     def as_dict(self) -> dict[str, Any]:
         """peak.json."""
-        out: dict[str, Any] = {"kind": self.kind, "schema_version": self.schema_version}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in ("kind", "schema_version"):
-                continue
-            if f.name == "bracket":
-                value = list(value)
-            elif f.name == "slo":
-                value = dataclasses.asdict(value)
-            elif f.name == "goal":
-                value = value.as_dict()
-            elif f.name == "probes":
-                value = [p.as_dict() for p in value]
-            out[f.name] = value
-        return out
+        return document_dict(self, {"slo": dataclasses.asdict, "goal": PeakGoal.as_dict,
+                                    "probes": lambda probes: [p.as_dict() for p in probes]})
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> PeakDocument:

@@ -16,6 +16,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.report.docdict import document_dict
+
 __all__ = ["MetricSpread", "SweepDocument", "SweepPoint"]
 
 
@@ -57,17 +59,8 @@ class SweepPoint:
 
     def as_dict(self) -> dict[str, Any]:
         """The point's JSON form."""
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name == "batcher" and value is None:
-                continue
-            if f.name == "stats":
-                value = {k: dataclasses.asdict(s) for k, s in value.items()}
-            elif isinstance(value, tuple):
-                value = list(value)
-            out[f.name] = value
-        return out
+        return document_dict(self, {"stats": lambda stats: {
+            k: dataclasses.asdict(s) for k, s in stats.items()}}, omit_none=("batcher",))
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> SweepPoint:
@@ -96,17 +89,7 @@ class SweepDocument:
 
     def as_dict(self) -> dict[str, Any]:
         """sweep.json."""
-        out: dict[str, Any] = {"kind": self.kind, "schema_version": self.schema_version}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in ("kind", "schema_version"):
-                continue
-            if f.name == "points":
-                value = [p.as_dict() for p in value]
-            elif isinstance(value, tuple):
-                value = list(value)
-            out[f.name] = value
-        return out
+        return document_dict(self, {"points": lambda points: [p.as_dict() for p in points]})
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> SweepDocument:

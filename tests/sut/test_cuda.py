@@ -20,11 +20,14 @@ import torch
 from loadgen.api import run_test
 from loadgen.plan.settings import settings_from_mapping
 from sut.cudalaunch import CudaLauncher
+from sut.devicedata import SAMPLE_INDEX
+from sut.errors import InvalidInput
 from sut.forward import Forward
 from sut.graphs import TOLERANCE, GraphSet
 from sut.models import LoadedModel, load_model
-from sut.service import InferenceService, InferResult
+from sut.service import InferenceService, InferResult, build_service
 from sut.workers import PRECISIONS, Executor
+from tests.sut.conftest import run
 from tests.sut.test_service import serve, submitted
 
 pytestmark = [pytest.mark.cuda,
@@ -136,6 +139,7 @@ def test_a_gpu_run_with_energy_on_measures_the_gpu() -> None:
     result = run_test(settings, "builtin:mlp,device=cuda,max_batch_size=256")
     assert result.stats.errors == 0 and result.sut["device"][0].startswith("cuda")
     assert "CUDA graphs (buckets 1-256)" in result.sut["executor"]  # lent blocks, graphs
+    assert result.sut["samples"].startswith("device (")  # the in-process default on CUDA
     energy = result.energy
     assert energy is not None
     if importlib.util.find_spec("pynvml") is None:
@@ -248,3 +252,131 @@ def test_each_ring_slot_replays_its_own_graphs_into_its_own_buffers() -> None:
     loaded = load_model("mlp", {}, 0)
     for x, result in pairs:
         _close(result.outputs["output"], _reference(loaded, x["input"]), "fp32")
+
+
+@pytest.mark.parametrize("graphs", ["true", "false"])
+def test_bf16_lent_blocks_are_bf16_pinned_and_answer_as_the_eager_bf16_model(
+        graphs: str) -> None:
+    picks = [np.arange(5, 21), np.array([7, 3, 3, 0, 9]), np.array([1])]
+
+    async def body(s: InferenceService) -> tuple[list[Any], list[CudaLauncher], dict[str, Any]]:
+        assert s._instances is not None
+        block = s.sample_inputs(np.arange(32))
+        held = s.lendable(block)
+        out = []
+        for picked in picks:
+            lent = s.lend(len(picked))
+            assert lent is not None
+            tensor, array = lent.tensors["input"], lent.arrays["input"]
+            assert tensor.dtype == torch.bfloat16 and tensor.is_pinned()
+            assert array.dtype == np.uint16 and array.ctypes.data == tensor.data_ptr()
+            np.take(held["input"], picked, axis=0, out=array, mode="clip")
+            via_block = await submitted(s, lent.arrays, lent=lent)
+            x = block["input"][picked]
+            out.append((x, via_block, await s.infer({"input": x})))  # fp32, cast on the GPU
+        launchers = [x for x in s._instances.launchers if isinstance(x, CudaLauncher)]
+        return out, launchers, s.describe()
+
+    # one instance: both requests of a pair run on the same compute stream, bit for bit
+    triples, launchers, info = serve("cnn", body, device="cuda:0", precision="bf16",
+                                     max_batch_size="16", max_queue_delay_us="0",
+                                     cuda_graphs=graphs, instances="1")
+    assert info["precision"] == "bf16" and info["cuda_graphs"] is (graphs == "true")
+    for launcher in launchers:  # static inputs hold bf16: a lent block goes in as it is
+        for captured in launcher.graphs:
+            assert captured.static_inputs(16)[0].dtype == torch.bfloat16
+    loaded = load_model("cnn", {}, 0)
+    device = torch.device("cuda:0")
+    eager = copy.deepcopy(loaded.module).to(device=device, dtype=torch.bfloat16)
+    for x, via_block, plain in triples:
+        got = via_block.outputs["output"]
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, plain.outputs["output"])  # the same as before
+        with torch.inference_mode():
+            want = eager(torch.from_numpy(x).to(device, torch.bfloat16)).float().cpu().numpy()
+        # within the graphs' check: a graph replays its bucket's kernels, and another
+        # stream may pick other kernels than the eager model's own
+        scale = max(1.0, float(np.abs(want).max()))
+        assert float(np.abs(got - want).max()) <= TOLERANCE["bf16"] * scale
+
+
+def _in_process(model: str, body: Any, **options: str) -> Any:
+    """`body(service)` on a service started as the in-process adapter starts it."""
+    async def main() -> Any:
+        service = build_service(model, options)
+        await service.start(in_process=True)
+        try:
+            return await body(service)
+        finally:
+            await service.stop()
+
+    return run(main(), timeout_s=120)
+
+
+@pytest.mark.parametrize(("model", "precision", "path"), [
+    ("mlp", "fp32", "graphs"), ("mlp", "bf16", "graphs"), ("cnn", "fp32", "graphs"),
+    ("cnn", "bf16", "graphs"), ("mlp", "fp32", "eager"), ("cnn", "bf16", "eager"),
+    ("mlp", "bf16", "serial")])
+def test_samples_from_the_device_answer_as_rows_from_the_host_do(model: str, precision: str,
+                                                                 path: str) -> None:
+    sets = [np.arange(i, i + 1 + i % 8) * 7 % 500 for i in range(48)]
+    options = {"device": "cuda:0", "precision": precision, "max_batch_size": "8",
+               "max_queue_delay_us": "500", "instances": "1",
+               "cuda_graphs": str(path == "graphs").lower(),
+               "pipelined": str(path != "serial").lower()}
+
+    async def on_device(s: InferenceService) -> tuple[dict[str, Any], list[np.ndarray]]:
+        assert s.samples_on_device
+        futures = []
+        for i, index in enumerate(sets):  # lent blocks, and plain arrays batched together
+            lent = s.lend_indices(len(index)) if i % 2 else None
+            if lent is None:
+                futures.append(submitted(s, {SAMPLE_INDEX: index}))
+                continue
+            lent.arrays[SAMPLE_INDEX][:] = index
+            futures.append(submitted(s, lent.arrays, lent=lent))
+        results = await asyncio.gather(*futures)
+        return s.describe(), [r.outputs["output"] for r in results]
+
+    async def on_host(s: InferenceService) -> tuple[dict[str, Any], list[np.ndarray]]:
+        assert not s.samples_on_device
+        results = await asyncio.gather(*(s.infer(s.sample_inputs(i)) for i in sets))
+        return s.describe(), [r.outputs["output"] for r in results]
+
+    device_info, device_out = _in_process(model, on_device, start_from_device="true", **options)
+    host_info, host_out = _in_process(model, on_host, start_from_device="false", **options)
+    assert device_info["samples"].startswith("device (") and host_info["samples"] == "host"
+    assert device_info["executor"] == host_info["executor"]
+    assert device_info["cuda_graphs"] is (path == "graphs"), device_info["executor_note"]
+    # the two runs batch the requests differently, and cnn's fp32 convolutions run in TF32
+    # (cuDNN's default), whose algorithm may differ by batch size; a wrong row is off by O(1)
+    tolerance = max(RELATIVE[precision], 1e-2 if model == "cnn" else 0.0)
+    for got, want in zip(device_out, host_out, strict=True):
+        assert got.dtype == np.float32 and got.shape == want.shape
+        assert float(np.abs(got - want).max()) <= tolerance * max(1.0, float(np.abs(want).max()))
+
+
+def test_index_blocks_are_pinned_and_reused_and_a_bad_index_fails_alone() -> None:
+    async def body(s: InferenceService) -> tuple[list[int], bool, str, InferResult]:
+        pointers, pinned = [], True
+        for i in range(3):
+            lent = s.lend_indices(8)
+            assert lent is not None
+            pinned = pinned and lent.tensors[SAMPLE_INDEX].is_pinned()
+            pointers.append(lent.tensors[SAMPLE_INDEX].data_ptr())
+            lent.arrays[SAMPLE_INDEX][:] = np.arange(i, i + 8)
+            assert isinstance(await submitted(s, lent.arrays, lent=lent), InferResult)
+        with pytest.raises(InvalidInput, match="sample indices must be in") as refused:
+            s.submit({SAMPLE_INDEX: np.array([0, s.dataset_size])}, lambda _: None)
+        with pytest.raises(InvalidInput, match="sample indices must be in"):
+            s.submit({SAMPLE_INDEX: np.array([-1])}, lambda _: None)
+        with pytest.raises(InvalidInput, match="the samples start on the device"):
+            s.submit(s.sample_inputs(np.arange(2)), lambda _: None)
+        after = await submitted(s, {SAMPLE_INDEX: np.array([3, 4])})
+        return pointers, pinned, str(refused.value), after
+
+    pointers, pinned, _, after = _in_process("mlp", body, device="cuda:0")
+    assert len(set(pointers)) == 1 and pinned  # each block came back before the next lend
+    loaded = load_model("mlp", {}, 0)
+    _close(after.outputs["output"],
+           _reference(loaded, loaded.dataset.sample_inputs(np.arange(3, 5))["input"]), "fp32")

@@ -177,3 +177,67 @@ def test_a_blocks_views_are_made_once_per_row_count_and_share_its_memory() -> No
     assert part.tensors["input"].data_ptr() == full.tensors["input"].data_ptr()
     pool.give_back(part)
     assert pool.lend(3) is part and pool.lend(9) is None  # more rows than a block holds
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+@pytest.mark.parametrize("pipelined", ["false", "true"])
+def test_bf16_lent_blocks_hold_bf16_and_answer_as_plain_fp32_requests_do(
+        model: str, pipelined: str) -> None:
+    async def body(s: InferenceService) -> list[tuple[InferResult, InferResult]]:
+        block = s.sample_inputs(np.arange(12))
+        held = s.lendable(block)
+        assert held["input"].dtype == np.uint16  # bf16 bits, converted once
+        pairs = []
+        for picked in (np.array([3, 1, 4, 1]), np.arange(12)[::-1][:7]):
+            lent = s.lend(len(picked))
+            assert lent is not None
+            assert lent.arrays["input"].dtype == np.uint16
+            assert lent.tensors["input"].dtype == torch.bfloat16
+            np.take(held["input"], picked, axis=0, out=lent.arrays["input"], mode="clip")
+            via_block = await submitted(s, lent.arrays, lent=lent)
+            plain = await s.infer({"input": block["input"][picked]})  # cast in the forward
+            pairs.append((via_block, plain))
+        with pytest.raises(InvalidInput, match="FP32"):  # bits only in a lent block
+            s.submit({"input": held["input"][:2]}, lambda _: None)
+        return pairs
+
+    pairs = serve(model, body, device="cpu", precision="bf16", pipelined=pipelined,
+                  max_batch_size="8", max_queue_delay_us="0")
+    for via_block, plain in pairs:
+        assert via_block.batch_size == plain.batch_size
+        assert via_block.outputs["output"].dtype == np.float32
+        np.testing.assert_array_equal(via_block.outputs["output"], plain.outputs["output"])
+
+
+@pytest.mark.parametrize("pipelined", ["false", "true"])
+def test_a_bf16_lent_block_batched_with_plain_rows_answers_as_plain_rows_do(
+        pipelined: str) -> None:
+    async def body(s: InferenceService) -> tuple[list[InferResult], list[InferResult]]:
+        block = s.sample_inputs(np.arange(6))
+        lent = s.lend(4)
+        assert lent is not None
+        np.copyto(lent.arrays["input"], s.lendable(block)["input"][:4])
+        # a full batch of 6 rows is due at once: the lent 4 rows and the plain 2 together
+        mixed = await asyncio.gather(submitted(s, lent.arrays, lent=lent),
+                                     submitted(s, {"input": block["input"][4:]}))
+        plain = await asyncio.gather(submitted(s, {"input": block["input"][:4]}),
+                                     submitted(s, {"input": block["input"][4:]}))
+        return list(mixed), list(plain)
+
+    mixed, plain = serve("mlp", body, device="cpu", precision="bf16", pipelined=pipelined,
+                         max_batch_size="6", max_queue_delay_us="5000000", warmup="0")
+    assert [r.batch_size for r in mixed] == [6, 6] == [r.batch_size for r in plain]
+    for got, want in zip(mixed, plain, strict=True):
+        np.testing.assert_array_equal(got.outputs["output"], want.outputs["output"])
+
+
+def test_fp32_lent_blocks_are_unchanged() -> None:
+    async def body(s: InferenceService) -> None:
+        block = s.sample_inputs(np.arange(4))
+        assert s.lendable(block)["input"] is block["input"]  # nothing converted
+        lent = s.lend(4)
+        assert lent is not None and lent.arrays["input"].dtype == np.float32
+        assert not lent.spec_dtypes
+        s._give_back(lent)
+
+    serve("mlp", body, device="cpu")

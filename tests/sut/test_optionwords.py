@@ -7,17 +7,19 @@ import pytest
 
 from sut.errors import ConfigError
 from sut.llm.config import parse_engine_options
-from sut.optionwords import at_least, flag, integer, number, parse_words, word
+from sut.optionwords import at_least, auto_flag, flag, integer, number, parse_words, word
 
 
 def test_each_value_type_and_its_error() -> None:
     assert (integer("k", "7"), at_least(1)("k", "3"), number("k", "0.5")) == (7, 3, 0.5)
     assert [flag("k", w) for w in ("On", "yes", "0", "false")] == [True, True, False, False]
     assert word("k", " CUDA ") == "cuda"
+    assert [auto_flag("k", w) for w in (" Auto", "on", "no")] == [None, True, False]
     for parse, raw, says in [(integer, "x", "want an integer"),
                              (at_least(2), "1", "must be >= 2"),
                              (number, "fast", "want a number"),
                              (flag, "maybe", "want true or false"),
+                             (auto_flag, "maybe", "want true or false"),
                              (word, " ", "must not be empty")]:
         with pytest.raises(ConfigError, match=f"^k: {says}"):
             parse("k", raw)

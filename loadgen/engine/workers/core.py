@@ -5,15 +5,18 @@ on the worker's share of the plan, says READY through its gate, waits for its
 release, says STARTED with its start slack (how long before its first scheduled
 query it was released; below 0, it was late), and sends a REPORT every
 `REPORT_EVERY_NS` (what its tally gained since the last one, `record.deltas`: the
-cost of a report follows the interval, not the run; a worker lost later leaves
-everything up to its last report behind), a light PROGRESS at the other progress
-ticks (its counters and running `Glance`, for the live display; a few hundred
-bytes) and DONE at the end, with its own cost: CPU time, longest stall of its
-loop, involuntary context switches, messages and bytes sent, its cores, and what
-could make its cost per query grow with the number of processes: time spent planning
-its share (in all, and while it ran), garbage collections and their time, peak RSS
-and minor page faults (collections and faults counted from its release), and the core
-it last ran on.
+cost of a report follows the interval, not the run; its histograms go as sparse text
+and its recorders' buffers are left to the engine's own small slices, so a report
+holds the issue loop a fraction of a millisecond, where V2 blobs and a full flush held
+it 5-7 ms at 200k QPS; a worker lost later leaves everything up to its last report
+behind), a light PROGRESS at the other progress ticks (its counters and running
+`Glance`, for the live display; a few hundred bytes) and DONE at the end, with its own
+cost: CPU time, longest stall of its loop, the longest a tick's own work (a report)
+held the loop (`longest_report_ns`), involuntary context switches, messages and bytes
+sent, its cores, and what could make its cost per query grow with the number of
+processes: time spent planning its share (in all, and while it ran), garbage
+collections and their time, peak RSS and minor page faults (collections and faults
+counted from its release), and the core it last ran on.
 """
 
 from __future__ import annotations
@@ -36,10 +39,13 @@ from loadgen.record.glance import encode_glance
 from loadgen.record.progress import Progress
 from loadgen.record.tally import RunTimes
 
-__all__ = ["REPORT_EVERY_NS", "WorkerCore"]
+__all__ = ["GLANCE_EVERY_TICKS", "REPORT_EVERY_NS", "WorkerCore"]
 
 REPORT_EVERY_NS = 2_000_000_000
 """A report (the tally's gain: histograms, counters, windows) this often; progress between."""
+GLANCE_EVERY_TICKS = 4
+"""A running `Glance` once a second (every 4th progress tick): each holds the issue loop
+about half a millisecond, and the in-process engine without a display takes none."""
 
 Send = Callable[[str, Any], int]
 """Sends one message (kind, body); returns the bytes it took on the wire."""
@@ -59,6 +65,7 @@ class WorkerCore:
         self.slack_ns = 0
         self.messages = self.sent_bytes = 0
         self.longest_stall_ns = 0
+        self.longest_report_ns = 0  # the longest a progress tick's own work held the loop
         self._last_tick_ns: int | None = None  # elapsed time of the previous progress tick
         self._switches = 0  # involuntary context switches before the start
         self._faults = 0  # minor page faults before the start
@@ -94,7 +101,8 @@ class WorkerCore:
         outcome = await run_session(self.plan, make_sut(self.spec), share=self.share,
                                     progress=self._report, log_dir=self.log_dir,
                                     started=started, gate=gate, interrupts=self._take_interrupt,
-                                    release_gil=self.release_gil)
+                                    release_gil=self.release_gil,
+                                    glance_every=GLANCE_EVERY_TICKS)
         assert self.collector is not None
         self.send(DONE, {"tally": self._deltas.take(outcome.tally), "cpu_s": outcome.cpu_s,
                          "sut": outcome.sut,
@@ -114,6 +122,7 @@ class WorkerCore:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         collections, gc_ns = self._gc.stop()
         return {"start_slack_ns": self.slack_ns, "longest_stall_ns": self.longest_stall_ns,
+                "longest_report_ns": self.longest_report_ns,
                 "involuntary_switches": _involuntary_switches() - self._switches,
                 "messages": self.messages, "sent_bytes": self.sent_bytes, "cpus": cores,
                 "gc_collections": collections, "gc_ns": gc_ns,
@@ -124,8 +133,14 @@ class WorkerCore:
         self._interrupt = interrupt
 
     def _report(self, p: Progress) -> None:
-        """A progress tick: the counters and glance; every `REPORT_EVERY_NS` also the tally
-        so far (the windows and histograms up to now)."""
+        """A progress tick, timed: what it held the issue loop for is `longest_report_ns`."""
+        began = time.perf_counter_ns()
+        self._tick(p)
+        self.longest_report_ns = max(self.longest_report_ns, time.perf_counter_ns() - began)
+
+    def _tick(self, p: Progress) -> None:
+        """The counters and glance; every `REPORT_EVERY_NS` also what the tally gained (the
+        windows and histograms as recorded so far)."""
         c = self.collector
         if c is None:
             return
@@ -143,7 +158,7 @@ class WorkerCore:
         now = time.perf_counter_ns()
         t0 = now - p.elapsed_ns
         so_far = RunTimes(t0, t0 + self.plan.warmup_ns, now, now, False, 0)
-        self.send(REPORT, {**body, "tally": self._deltas.take(c.tally(so_far)),
+        self.send(REPORT, {**body, "tally": self._deltas.take(c.tally(so_far, flush=False)),
                            "issued": c.issued,
                            "late_ns": self.late_ns})
 

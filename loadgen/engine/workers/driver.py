@@ -354,6 +354,7 @@ def _cost_figures(t: _Track) -> dict[str, Any]:
     return {"start_slack_ns": t.slack_ns if t.slack_ns is not None
             else cost.get("start_slack_ns"),
             "longest_stall_ns": cost.get("longest_stall_ns"),
+            "longest_report_ns": cost.get("longest_report_ns"),
             "involuntary_switches": cost.get("involuntary_switches"),
             "messages": cost.get("messages"),
             "sent_kib": None if "sent_bytes" not in cost else round(cost["sent_bytes"] / 1024, 1),

@@ -3,7 +3,8 @@
 Each process (spawned, so nothing is shared by accident) builds its own SUT
 adapter from the spec string and its own event loop, and runs a `WorkerCore`
 on its share of the plan. A reader thread answers clock pings and
-takes the release; the messages go back on the pipe, where the driver waits
+takes the release; the messages go back on the pipe (written by a thread of
+their own, so a large report never holds the issue loop), where the driver waits
 on them (`wait`). With `worker_cpus` set, the driver and each process are
 pinned to cores (`placement.pin_plan`). Query ids are global;
 each process's query log (bin and csv) goes to RUN_DIR/workers/<i>/, and
@@ -17,6 +18,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import queue
 import signal
 import socket
 import threading
@@ -47,7 +49,9 @@ from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import TestSettings
 from loadgen.record.querylog import BINARY_FILE, KINDS_FILE, RECORD, read_kinds, whole_records
 
-__all__ = ["LocalProcesses", "merge_logs", "workers_warning"]
+__all__ = ["LocalProcesses", "OUTBOX_DRAIN_S", "merge_logs", "workers_warning"]
+
+OUTBOX_DRAIN_S = 60.0  # the longest a finished process waits for its last messages to go
 
 
 def workers_warning(settings: TestSettings, spec: str) -> str | None:
@@ -65,6 +69,36 @@ def workers_warning(settings: TestSettings, spec: str) -> str | None:
     return "; ".join(said) or None
 
 
+class _Outbox:
+    """A load process's messages to the driver, written by a thread of their own (the
+    write waits without the GIL): a report larger than the pipe's buffer (64 KiB) would
+    otherwise hold the issue loop until the driver, which reads its workers one at a
+    time, got to it."""
+
+    def __init__(self, conn: Connection, lock: threading.Lock) -> None:
+        self._conn, self._lock = conn, lock
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._write, name="loadgen-worker-out",
+                                        daemon=True)
+        self._thread.start()
+
+    def send(self, kind: str, body: Any) -> int:
+        """Queue one message; the bytes it takes on the wire."""
+        data = ForkingPickler.dumps((kind, body))  # what `conn.send` would write
+        self._queue.put(bytes(data))
+        return len(data)
+
+    def close(self) -> None:
+        """Write what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(OUTBOX_DRAIN_S)
+
+    def _write(self) -> None:
+        while (data := self._queue.get()) is not None:
+            with self._lock, contextlib.suppress(OSError):  # the parent may have gone
+                self._conn.send_bytes(data)
+
+
 def _child(plan: RunPlan, spec: str, index: int, count: int, conn: Connection,
            log_dir: Path | None, cpus: list[int] | None = None) -> None:
     """The entry point of one load process (pinned to `cpus` when given)."""
@@ -73,11 +107,13 @@ def _child(plan: RunPlan, spec: str, index: int, count: int, conn: Connection,
     lock = threading.Lock()
     hung_up = threading.Event()
 
-    def send(kind: str, body: Any) -> int:
-        data = ForkingPickler.dumps((kind, body))  # what `conn.send` would write
+    def send(kind: str, body: Any) -> int:  # at once, on the caller's thread
+        data = ForkingPickler.dumps((kind, body))
         with lock, contextlib.suppress(OSError):  # the parent may have gone
             conn.send_bytes(data)
         return len(data)
+
+    outbox = _Outbox(conn, lock)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -95,10 +131,11 @@ def _child(plan: RunPlan, spec: str, index: int, count: int, conn: Connection,
                 hung_up.set()
 
         threading.Thread(target=read, name="loadgen-worker-pipe", daemon=True).start()
-        await WorkerCore(plan, spec, index, count, log_dir, send).run(lambda: start)
+        await WorkerCore(plan, spec, index, count, log_dir, outbox.send).run(lambda: start)
 
     try:
         run_loop(main())
+        outbox.close()
         hung_up.wait()  # stay to answer the driver's last pings, until it hangs up
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
         send(ERROR, "".join(traceback.format_exception_only(exc)).strip())

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from loadgen.plan.datasets.rows import DatasetRow, bad_row, read_text
+from loadgen.plan.datasets.rows import DATASET_FILE, DatasetRow, bad_row, read_text
 
 __all__ = ["read_sharegpt", "read_sharegpt_conversations"]
 
@@ -25,15 +25,9 @@ def _objects(text: str, path: str | Path) -> list[tuple[int, Any]]:
     decoder = json.JSONDecoder()
     start = len(text) - len(text.lstrip())
     if text[start:start + 1] != "[":
-        out = []
-        for line, row in enumerate(text.splitlines(), start=1):
-            if row.strip():
-                try:
-                    out.append((line, json.loads(row)))
-                except json.JSONDecodeError as exc:
-                    raise bad_row(path, line, "row", f"not JSON: {exc.msg}") from None
-        return out
-    out, pos = [], start + 1
+        return DATASET_FILE.json_lines(text, path, "row")
+    out: list[tuple[int, Any]] = []
+    pos = start + 1
     while True:
         while pos < len(text) and text[pos] in " \t\r\n,":
             pos += 1

@@ -8,15 +8,21 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
+from loadgen.adapters import inprocess
 from loadgen.adapters.inprocess import InProcessSut, _kind
 from loadgen.errors import SutError, SutSpecError
 from oipwire import timing
 from sut import errors as sut_errors
+from sut.devicedata import INDEX_SPEC, SAMPLE_INDEX
+from sut.gather import Gatherer
+from sut.service import InferResult
+from sut.staging import Lent, PinnedPool
 from tests.sut import user_models
 
 PHASES = set(timing.COMPONENTS)  # the names a remote run records too
@@ -269,3 +275,108 @@ def test_completions_queued_together_wake_the_loop_once_and_none_is_dropped() ->
     assert ran == [0, 1, 3] and "a sink that raises" in str(loop.reported[0]["exception"])
     adapter._post(complete, 5)  # the next batch wakes the loop again
     assert len(loop.posted) == 1
+
+
+def test_bf16_queries_gather_bf16_rows_and_answer_as_plain_requests_do() -> None:
+    queries = [np.arange(3, 9), np.array([500, 7, 7, 1030]), np.arange(40)]  # 40: chunked
+
+    async def body(sut: InProcessSut, sink: FakeSink) -> tuple[Any, list[np.ndarray]]:
+        assert sut._lendable["input"].dtype == np.uint16  # converted once, at start
+        assert sut._block["input"].dtype == np.float32  # single rows and fallbacks: as sent
+        for query_id, indices in enumerate(queries):  # one at a time: batches as below
+            sut.issue(query_id, indices)
+            await sink.until(query_id + 1)
+        service = sut._service
+        plain = []
+        for indices in queries:  # the same rows, fp32 and cast in the forward, same batches
+            rows = service.sample_inputs(np.remainder(indices, sut.sample_count))["input"]
+            parts = [await service.infer({"input": rows[i:i + 16]})
+                     for i in range(0, len(rows), 16)]
+            plain.append(np.concatenate([p.outputs["output"] for p in parts]))
+        return sink, plain
+
+    sink, plain = drive("builtin:cnn,device=cpu,precision=bf16,max_batch_size=16,"
+                        "max_queue_delay_us=0", body)
+    assert not sink.failures
+    for query_id, want in enumerate(plain):
+        np.testing.assert_array_equal(sink.done_calls[query_id]["output"], want)
+
+
+def test_the_gather_stays_in_one_thread_on_the_cpu_and_stops_with_the_adapter(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[Gatherer] = []
+
+    class Recording(Gatherer):
+        def close(self) -> None:
+            closed.append(self)
+            super().close()
+
+    monkeypatch.setattr(inprocess, "Gatherer", Recording)
+
+    async def body(sut: InProcessSut, sink: FakeSink) -> Any:
+        assert not closed
+        return sut._gatherer
+
+    gatherer = drive("builtin:mlp,device=cpu", body)
+    assert isinstance(gatherer, Recording) and closed == [gatherer]
+    assert gatherer.helpers == 0  # the CPU's cores are the workers'
+
+
+class IndexedService:
+    """Stands in for a service whose samples are on the device: keeps what each request
+    sent and answers it at once with its indices as the output."""
+
+    ready = True
+    samples_on_device = True
+    dataset_size = 10
+
+    def __init__(self) -> None:
+        self.pool = PinnedPool([INDEX_SPEC], rows=4, limit=2, pinned=False)
+        self.metadata = SimpleNamespace(max_batch_size=4)
+        self.sent: list[tuple[list[int], bool]] = []
+
+    def describe(self) -> dict[str, Any]:
+        return {"workers": 1, "in_flight": 2, "samples": "device (0.0 MiB per GPU)"}
+
+    def labels(self, indices: np.ndarray) -> None:
+        return None
+
+    def sample_inputs(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        raise AssertionError("rows are never read when the samples are on the device")
+
+    def lend_indices(self, rows: int) -> Lent | None:
+        return self.pool.lend(rows)
+
+    def submit(self, inputs: dict[str, np.ndarray], callback: Any, *, lent: Lent | None = None,
+               **_: Any) -> None:
+        index = inputs[SAMPLE_INDEX].copy()
+        assert index.dtype == np.int64 and set(inputs) == {SAMPLE_INDEX}
+        self.sent.append((index.tolist(), lent is not None))
+        if lent is not None:
+            self.pool.give_back(lent)
+        output = index[:, None].astype(np.float32)
+        callback(InferResult({"output": output}, {}, len(index), time.perf_counter_ns()))
+
+    async def stop(self, drain: bool = True) -> None:
+        return None
+
+
+def test_with_samples_on_the_device_queries_send_indices_in_lent_blocks() -> None:
+    service = IndexedService()
+    queries = [np.array([13]), np.array([12, 5, 27]), np.arange(8, 17)]
+
+    async def main() -> FakeSink:
+        sut, sink = InProcessSut(service), FakeSink()  # type: ignore[arg-type]
+        await sut.start(sink, timers=None)  # type: ignore[arg-type]
+        for query_id, indices in enumerate(queries):
+            sut.issue(query_id, indices)
+        await sink.until(len(queries))
+        return sink
+
+    sink = asyncio.run(asyncio.wait_for(main(), 30))
+    assert not sink.failures
+    for query_id, indices in enumerate(queries):  # library index i is sample i mod size
+        got = np.asarray(sink.done_calls[query_id]["output"]).reshape(-1)
+        np.testing.assert_array_equal(got, indices % 10)
+    assert service.sent == [([3], False), ([2, 5, 7], True),  # one sample: no block to fill
+                            ([8, 9, 0, 1], True), ([2, 3, 4, 5], True), ([6], True)]

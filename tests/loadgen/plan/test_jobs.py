@@ -74,6 +74,8 @@ def test_json_lines_one_job_a_line(tmp_path: Path) -> None:
     ('[[{"input_tokens": 4, "output_tokens": 2}]]\n[[{"output_tokens": 2}]',
      r":2: file: not JSON: Extra data"),
     ('[[{"input_tokens": 4, "output_tokens": 2}],\n oops]', r":2: file: not JSON"),
+    ('{"steps": [{"input_tokens": 4, "output_tokens": 2}]}\n\n{"steps": [\n',
+     r":3: job: not JSON: Expecting value"),
 ])
 def test_a_bad_entry_is_refused_naming_its_place(tmp_path: Path, text: str, where: str) -> None:
     path = write(tmp_path, text)

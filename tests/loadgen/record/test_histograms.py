@@ -311,3 +311,51 @@ def test_all_lists_the_public_names() -> None:
     }
     constants = {name for name in vars(record) if name.isupper() and not name.startswith("_")}
     assert sorted(record.__all__) == sorted(defined | constants)
+
+
+def _counts(hist: HdrHistogram) -> npt.NDArray[np.uint64]:
+    return np.ctypeslib.as_array(hist.counts)
+
+
+def _spread(n: int, seed: int) -> npt.NDArray[np.int64]:
+    return np.random.default_rng(seed).lognormal(11, 1.5, n).astype(np.int64) + 1
+
+
+def test_a_gain_holds_exactly_what_was_added_since_the_snapshot() -> None:
+    hist = new_histogram()
+    record_array(hist, _spread(5_000, 1))
+    before = record.counts_copy(hist)
+    later = _spread(3_000, 2)
+    record_array(hist, later)
+    want = new_histogram()
+    record_array(want, later)
+    got = record.decode(record.gain_blob(record.gain(hist, before)))
+    assert np.array_equal(_counts(got), _counts(want))
+    assert got.total_count == 3_000 == record.gain(hist, before).total_count
+    assert record.summary_ns(got) == record.summary_ns(want)  # extremes to the bucket
+    whole = record.decode(record.gain_blob(record.gain(hist, None)))  # a gain since empty
+    assert np.array_equal(_counts(whole), _counts(hist))
+
+
+def test_a_gain_is_sized_by_the_buckets_it_spans_and_none_is_empty() -> None:
+    hist = new_histogram()
+    record_array(hist, np.array([1_000, 1_001, 1_002], dtype=np.int64))
+    g = record.gain(hist, None)
+    assert g.counts.size == 3 and g.total_count == 3  # not the 33,792 counters of a V2 blob
+    nothing = record.gain(hist, record.counts_copy(hist))
+    assert nothing.total_count == 0 and nothing.counts.size == 0
+    assert record.decode(record.gain_blob(nothing)).total_count == 0
+
+
+def _gain_blob(lo: int = 0, word: int = 4, digits: int = 3, body: bytes = b"\x01\0\0\0") -> bytes:
+    header = struct.pack("<8sQQIQB", b"hdrgain1", 1, HIGHEST_NS, digits, lo, word)
+    return header + body
+
+
+@pytest.mark.parametrize("blob", [
+    _gain_blob(lo=33_792), _gain_blob(word=3), _gain_blob(digits=9), _gain_blob()[:20],
+    _gain_blob(body=b"\x01\0\0"),
+], ids=["past the end", "word size", "bad digits", "short header", "ragged counts"])
+def test_malformed_gains_raise_result_error(blob: bytes) -> None:
+    with pytest.raises(ResultError):
+        record.decode(blob)

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from loadgen.record.collect import Collector
-from loadgen.record.glance import Glance, decode_glance, encode_glance, glance, merge_glances
+from loadgen.record.glance import (
+    Glance,
+    _inverted_cdf,
+    decode_glance,
+    encode_glance,
+    glance,
+    merge_glances,
+)
 
 MS = 1_000_000
 
@@ -68,3 +77,12 @@ def test_a_glance_survives_its_plain_encoding():
     assert decode_glance(json.loads(json.dumps(encode_glance(g)))) == g
     empty = Glance(None, None, None, None)
     assert decode_glance(encode_glance(empty)) == empty
+
+
+def test_the_buffered_percentiles_are_numpys_inverted_cdf():
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 7, 100, 101, 999, 16_384):
+        values = rng.integers(0, 10**6, n, dtype=np.int64)
+        want = [int(v) for v in np.percentile(values, [0.0, 50.0, 99.0, 100.0],
+                                              method="inverted_cdf")]
+        assert _inverted_cdf(values.copy(), (0.0, 50.0, 99.0, 100.0)) == want, n

@@ -107,6 +107,7 @@ def test_a_line_pool_gives_exact_lengths_behind_a_shared_prefix(tmp_path: Path,
     ("sharegpt", '[\n {"conversations": []},\n {"conversations": [{"from": "human"}]}\n]', 3,
      "conversations"),
     ("sharegpt", '[\n {"conversations": []},\n {"id": 4}\n]', 3, "conversations"),
+    ("sharegpt", '{"conversations": []}\n\n{"conversations": [\n', 3, "row: not JSON"),
 ])
 def test_a_malformed_row_names_file_line_field(tmp_path: Path, fmt: str, text: str, line: int,
                                                field: str) -> None:
