@@ -17,10 +17,11 @@ from sut.workers import cpu_cores
 
 __all__ = ["DEFAULT_THRESHOLD_BYTES", "Gatherer", "default_helpers"]
 
-#: bytes in a batch above which the gather is split over threads: one call gathers ~20 GB/s
-#: (`benchmarks/gather.py`), so 1 MiB takes ~50 us, the least that a hand-off to other
-#: threads (tens of us: a wake-up each) can shorten; cnn rows at batch 256 are 3 MiB
-DEFAULT_THRESHOLD_BYTES = 1024 * 1024
+#: bytes in a batch above which the gather is split over threads. On the H100 host
+#: (`benchmarks/gather.py`, two runs) the hand-off to 4 threads cost ~150 us: split, 1.5 MiB
+#: took 177-256 us against 111-123 us in one call, and 3 MiB 210-275 us against 235-295 us
+#: (7-11% less); so only batches past 2 MiB are split (cnn fp32 rows from batch ~170)
+DEFAULT_THRESHOLD_BYTES = 2 * 1024 * 1024
 
 
 def default_helpers() -> int:
