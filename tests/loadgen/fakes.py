@@ -1,4 +1,5 @@
-"""A SUT built from a plain function, for engine tests."""
+"""A SUT built from a plain function, and the last word of a worker that issued nothing,
+for engine tests."""
 
 from __future__ import annotations
 
@@ -7,6 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from loadgen.engine.workers.base import DONE
+from loadgen.plan.plan import RunPlan
+from loadgen.record.collect import Collector
+from loadgen.record.tally import RunTimes
 
 # respond(query_id, sample_indices, now_ns) -> per-sample delays in ns, or None (never answer)
 Respond = Callable[[int, np.ndarray, int], "list[int] | None"]
@@ -48,3 +54,14 @@ class FunctionSut:
 
     def describe(self) -> dict[str, Any]:
         return {"sut": "fake"}
+
+
+def empty_done(plan: RunPlan, start_ns: int) -> tuple[str, dict[str, object]]:
+    """The DONE message of a fake worker that issued nothing: an empty tally over the plan's
+    warm-up from `start_ns`, then a measured window as long."""
+    warm = plan.warmup_ns
+    times = RunTimes(start_ns, start_ns + warm, start_ns + 2 * warm, start_ns + 2 * warm,
+                     False, 0)
+    tally = Collector(10**7).tally(times)
+    return (DONE, {"tally": tally.encode(), "issued": 0, "cpu_s": 0.0, "late_ns": 0,
+                   "progress": [0, 0, 0, 0, 0]})

@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 
 from loadgen.engine.session import SessionOutcome
-from loadgen.engine.workers.base import DONE, Placement
+from loadgen.engine.workers.base import Placement
 from loadgen.engine.workers.clock import measure_offset, skew_bound_ns
 from loadgen.engine.workers.driver import run_workers
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import load_settings
-from loadgen.record.collect import Collector
-from loadgen.record.tally import RunTimes
+from tests.loadgen.fakes import empty_done
 
 PLAN = ["preset='dev'", "target_latency_ms=10", "target_qps=100", "min_duration_s=1",
         "warmup_s=0.5", "workers=2"]
@@ -75,12 +74,7 @@ class SkewedWorker:
         self.deadline_ns = deadline_ns
 
     def messages(self) -> list:
-        start = self.deadline_ns
-        warm = self.plan.warmup_ns
-        times = RunTimes(start, start + warm, start + 2 * warm, start + 2 * warm, False, 0)
-        tally = Collector(10**7).tally(times)
-        return [(DONE, {"tally": tally.encode(), "issued": 0, "cpu_s": 0.0, "late_ns": 0,
-                        "progress": [0, 0, 0, 0, 0]})]
+        return [empty_done(self.plan, self.deadline_ns)]
 
     def interrupt(self) -> None:
         pass

@@ -4,15 +4,14 @@ each worker's start slack; late starts (`start_late`) told apart from skew (`clo
 import time
 
 from loadgen.api import run_test
-from loadgen.engine.workers.base import DONE, STARTED, Placement
+from loadgen.engine.workers.base import STARTED, Placement
 from loadgen.engine.workers.driver import MIN_START_MARGIN_NS, run_workers, start_margin_ns
 from loadgen.judge.distributed import distributed_verdict
 from loadgen.judge.verdict import ReasonCode
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import load_settings
-from loadgen.record.collect import Collector
 from loadgen.record.distributed import Distributed
-from loadgen.record.tally import RunTimes
+from tests.loadgen.fakes import empty_done
 
 SERVER = ["preset='dev'", "target_latency_ms=300", "target_qps=300", "min_duration_s=2",
           "min_query_count=300", "warmup_s=0.5", "max_issue_lag_ms=250", "workers=2"]
@@ -94,12 +93,8 @@ class ScriptedWorker:
         self.deadline_ns = deadline_ns
 
     def messages(self) -> list:
-        start, warm = self.deadline_ns, self.plan.warmup_ns
-        times = RunTimes(start, start + warm, start + 2 * warm, start + 2 * warm, False, 0)
-        tally = Collector(10**7).tally(times)
         return [(STARTED, {"start_slack_ns": self.slack_ns}),
-                (DONE, {"tally": tally.encode(), "issued": 0, "cpu_s": 0.0, "late_ns": 0,
-                        "progress": [0, 0, 0, 0, 0]})]
+                empty_done(self.plan, self.deadline_ns)]
 
     def interrupt(self) -> None:
         pass

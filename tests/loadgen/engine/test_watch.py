@@ -11,14 +11,14 @@ import pytest
 from loadgen.adapters.null import NullSut
 from loadgen.engine.session import run_loop, run_session
 from loadgen.engine.watch import RunWatch, scraper_for
-from loadgen.engine.workers.base import DONE, STARTED, Placement
+from loadgen.engine.workers.base import STARTED, Placement
 from loadgen.engine.workers.driver import run_workers
 from loadgen.engine.workers.live import LiveView
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import load_settings
 from loadgen.record.collect import Collector
 from loadgen.record.scrape import ScrapeTrace, ServerScraper
-from loadgen.record.tally import RunTimes
+from tests.loadgen.fakes import empty_done
 
 DEV = ["preset='dev'", "target_latency_ms=50", "min_duration_s=0.2", "min_query_count=20",
        "target_qps=500", "warmup_s=0.05", "max_issue_lag_ms=1000"]
@@ -234,12 +234,7 @@ class _Worker:
 
     def messages(self) -> list[tuple[str, dict[str, object]]]:
         assert self.deadline_ns is not None
-        start, warm = self.deadline_ns, self.plan.warmup_ns
-        times = RunTimes(start, start + warm, start + 2 * warm, start + 2 * warm, False, 0)
-        tally = Collector(10**7).tally(times)
-        return [(STARTED, {"start_slack_ns": 1}),
-                (DONE, {"tally": tally.encode(), "issued": 0, "cpu_s": 0.0, "late_ns": 0,
-                        "progress": [0, 0, 0, 0, 0]})]
+        return [(STARTED, {"start_slack_ns": 1}), empty_done(self.plan, self.deadline_ns)]
 
     def interrupt(self) -> None:
         pass
