@@ -94,6 +94,7 @@ def metric(server: ServerThread, line: str) -> float:
     return values[0]
 
 
+@pytest.mark.serial  # closes timed to the idle and read timeouts; skips on a loaded host
 @pytest.mark.functional
 def test_idle_and_slow_connections_are_closed_on_time_while_infer_goes_on() -> None:
     with served(idle_timeout_s=IDLE_S, read_timeout_s=READ_S) as server, ExitStack() as stack:
@@ -151,6 +152,7 @@ def test_a_connection_over_the_cap_gets_503_naming_it_and_is_closed() -> None:
         assert metric(server, closed) == 1
 
 
+@pytest.mark.serial  # closes timed to the timeouts; skips on a loaded host
 @pytest.mark.functional
 def test_grpc_closes_silent_and_idle_connections_on_time() -> None:
     preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04" + bytes(5)  # + SETTINGS

@@ -252,6 +252,7 @@ def test_a_bad_retune_is_400_and_changes_nothing(server: ServerThread, body: byt
     assert post_json(server, "/v2/models/nope/batcher", b'{"max_batch_size": 4}')[0] == 404
 
 
+@pytest.mark.serial  # batch formation against a 5 ms delay; skips on a loaded host
 def test_a_sweep_retunes_the_served_batcher_live(server: ServerThread, tmp_path: Path) -> None:
     spec = f"{server.http_url}/mlp"
     before = batcher_knobs(spec)

@@ -40,6 +40,7 @@ def test_spec_and_options() -> None:
             make_sut(spec)
 
 
+@pytest.mark.serial  # VALID runs on a real server; skips on a loaded host
 @pytest.mark.functional
 def test_real_server_over_http_and_grpc_functional() -> None:
     with serve("mlp") as server:

@@ -26,6 +26,7 @@ def echo() -> Iterator[Echo]:
         yield server
 
 
+@pytest.mark.serial  # VALID needs the harness on schedule; skips on a loaded host
 @BY_WIRE
 def test_server_scenario_valid_with_components_functional(echo: Echo, wire: Wire) -> None:
     result = run(wire.sut(wire.spec(echo, wire.busy)), SERVER)

@@ -63,8 +63,9 @@ QUERIES = {("const", 0.6): 160_000, ("const", 0.8): 650_000, ("exp", 0.6): 290_0
 MAX_DISTORTION = 0.005  # of the mean sojourn, from delivered against scheduled arrivals
 CASES = [("const", 1, 0.6), ("const", 1, 0.8), ("exp", 2, 0.6), ("exp", 2, 0.8)]
 
-# runs of up to 100 s of plan, which a busy host stretches past the default 300 s timeout
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+# runs of up to 100 s of plan, which a busy host stretches past the default 300 s timeout;
+# serial: issue lag on a loaded host clumps the arrivals and the figures skip (or miss theory)
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(1200)]
 
 
 def _doc(result: Any) -> dict[str, Any]:

@@ -319,6 +319,7 @@ def test_analytic_reference() -> None:
     assert analytic_max_rate() == pytest.approx(4409, rel=0.002)
 
 
+@pytest.mark.serial  # the harness falls behind at 4.4k QPS on a loaded host (skips then)
 def test_find_peak_matches_md1_theory(tmp_path: Path) -> None:
     analytic = analytic_max_rate()
     settings = load_settings(None, [

@@ -143,6 +143,7 @@ def test_sweep_launches_are_fresh_and_aggregated(tmp_path: Path,
     assert len(built) == 4 and again.as_dict()["points"][0]["stats"] == doc["points"][0]["stats"]
 
 
+@pytest.mark.serial  # p99 on one and two servers; skips on a loaded host
 def test_sweep_over_sut_knobs(tmp_path: Path) -> None:
     settings = load_settings("scenarios/server.toml", [*TINY, "target_qps=300"])
     axes = [parse_axis("sut.servers=1,2")]

@@ -42,6 +42,7 @@ def test_itl_has_n_minus_one_values_when_chunks_carry_four_tokens(tmp_path: Path
     assert abs(itl.mean - tpot.mean) <= 0.05 * tpot.mean + 50_000
 
 
+@pytest.mark.serial  # times a 250 ms answer to the send; skips on a loaded host
 def test_a_request_queued_for_a_connection_is_stamped_when_sent() -> None:
     async def go() -> None:
         answer = [0.25, *sse_response([chat_chunk(" a"), chat_chunk(" b")])]

@@ -124,6 +124,7 @@ def test_a_saved_schedule_replays_bit_for_bit(tmp_path):
         replay_settings(tmp_path / "nowhere")
 
 
+@pytest.mark.serial  # issue lag against the recorded offsets; skips on a loaded host
 def test_a_replayed_trace_issues_at_the_recorded_offsets_scaled(tmp_path):
     from loadgen.adapters.null import NullSut
     from loadgen.api import run_test

@@ -35,6 +35,7 @@ def test_invalid_sides_get_no_confident_direction(tmp_path: Path,
     assert "e+" not in out and "latency_p50 " in out
 
 
+@pytest.mark.serial  # both sides must be VALID at 1 ms service: skips on a loaded host
 def test_valid_sides_keep_their_verdicts(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     slow = ["target_latency_ms=1000"]
