@@ -20,6 +20,7 @@ SERVER = {"scenario": "Server", "preset": "dev", "min_duration_s": 1.0, "target_
 SPEC = "llmsim:step_base=2ms,step_per_seq=100us,prefill_per_token=10us,max_seqs=8"
 
 
+@pytest.mark.serial  # VALID needs TTFT under 50 ms: failed beside another worker (-n 2)
 def test_a_light_server_run_is_valid_and_its_figures_follow_the_model(tmp_path: Path) -> None:
     result = run_test(settings_from_mapping(SERVER), SPEC, out_dir=tmp_path)
     doc = json.loads((tmp_path / "result.json").read_text())

@@ -19,6 +19,7 @@ from loadgen.judge.verdict import evaluate
 from loadgen.live.prometheus import PrometheusExporter
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.settings import settings_from_mapping
+from loadgen.record.hostload import HostLoad
 from loadgen.report.html import build_report
 from loadgen.report.result import read_result
 from tests.loadgen.llm.tokenrun import llmsim_spec, token_server
@@ -156,7 +157,9 @@ def test_a_dead_metrics_endpoint_leaves_the_verdict_with_a_warning(tmp_path: Pat
     settings = settings_from_mapping(SERVER | {"server_metrics": "http://127.0.0.1:9/metrics",
                                                "server_metrics_interval_s": 0.1})
     result = run_test(settings, SPEC, out_dir=tmp_path)  # port 9 (discard): nothing listens
-    alone = evaluate(RunPlan.of(settings), result.stats)  # the same figures, no server view
+    load = result.environment.get("host_load")  # the issue-lag reason names a busy host
+    alone = evaluate(RunPlan.of(settings), result.stats,  # the same figures, no server view
+                     host=None if load is None else HostLoad.from_dict(load))
     assert (result.valid, result.verdict.reasons) == (alone.valid, alone.reasons)
     (warning,) = set(result.verdict.warnings) - set(alone.warnings)
     assert warning.startswith("server_metrics: http://127.0.0.1:9/metrics could not be scraped")
