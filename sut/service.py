@@ -51,8 +51,8 @@ from sut.errors import InvalidInput, ModelLoadError, SutError
 from sut.instances import Instances, choose
 from sut.models import LoadedModel, check_model, load_model
 from sut.options import ServiceOptions, parse_options
-from sut.staging import Lent, request_parts, to_block
-from sut.workers import PRECISIONS, Executor, cpu_cores, place, plan_workers, resolve_precision
+from sut.staging import Lent, held_apart, request_parts, to_block
+from sut.workers import Executor, cpu_cores, place, plan_workers, resolve_precision
 
 __all__ = ["InferResult", "InferenceService", "ModelMetadata", "build_service"]
 
@@ -98,6 +98,7 @@ class InferenceService:
         self._instances: Instances | None = None
         self._ready = False
         self._precision = ""
+        self._apart: dict[str, torch.dtype] = {}  # inputs lent in another dtype than the spec's
         self._fallback = ""
         self._cold: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -172,8 +173,8 @@ class InferenceService:
 
     def lendable(self, block: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """`block` (inputs in their specs' dtypes, e.g. from `sample_inputs`) in the dtypes
-        of the blocks `lend` gives (`Lent.arrays`: a floating input at bf16/fp16 held at
-        that precision); convert a dataset once, then gather from it into lent blocks."""
+        of the blocks `lend` gives (`Lent.arrays`: a floating input held at the model's
+        precision); convert a dataset once, then gather from it into lent blocks."""
         instances = self._instances
         if instances is None or instances.pool is None:
             raise SutError("the service is not running")
@@ -330,7 +331,7 @@ class InferenceService:
     def _validate(self, inputs: Mapping[str, np.ndarray], lent: Lent | None = None) -> int:
         """The request's rows; InvalidInput when its inputs do not fit the model. A lent
         block's own arrays have the specs' names and shapes by construction, each in its
-        block dtype (a floating input at bf16/fp16: that precision, see `lendable`)."""
+        block dtype (a floating input at the model's precision, see `lendable`)."""
         limit = self._config_max_batch()
         if self._samples_size:
             return index_rows(inputs, limit, self._samples_size)
@@ -364,7 +365,7 @@ class InferenceService:
             self._samples, placed = place_samples(
                 self._options.start_from_device, sorted(set(self._plan.devices)),
                 loaded.inputs, lambda: loaded.dataset.sample_inputs(np.arange(loaded.dataset.size)),
-                PRECISIONS[precision], in_process=self._in_process)
+                precision, in_process=self._in_process)
         except torch.OutOfMemoryError as exc:
             raise ModelLoadError(f"start_from_device: the dataset does not fit on the device "
                                  f"({exc}); start_from_device=false keeps it on the host") from exc
@@ -395,6 +396,7 @@ class InferenceService:
         self._cold["first_inference_ns"] = placed.first_inference_ns
         precision, copies, self._fallback = placed.precision, placed.copies, placed.note
         self._precision, self._loaded = precision, loaded
+        self._apart = held_apart(loaded.inputs, precision)
         max_rows = self._config_max_batch()
         rows = loaded.dataset.sample_inputs(np.arange(max_rows) % loaded.dataset.size)
         devices = self._plan.devices
@@ -455,7 +457,7 @@ class InferenceService:
         try:
             lent = requests[0].lent if len(requests) == 1 else None
             parts = ({} if lent is not None  # read as it is: nothing to join
-                     else {name: request_parts(requests, name, self._precision)
+                     else {name: request_parts(requests, name, self._apart)
                            for name in requests[0].inputs})
             outputs, phase = executor.run(parts, batch.rows, lent)
         except Exception as exc:  # noqa: BLE001 - any model error fails this batch only

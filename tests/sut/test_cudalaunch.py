@@ -113,7 +113,7 @@ def _launchers(graphs: bool, precision: str) -> tuple[CudaLauncher, CudaLauncher
     forward, loaded = _mlp(precision)
     every = loaded.dataset.sample_inputs(np.arange(loaded.dataset.size))["input"]
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    samples = DeviceSamples.upload([every], CPU, dtype)
+    samples = DeviceSamples.upload([every], CPU, precision)
     indexed = CudaLauncher(forward, CPU, loaded.inputs, loaded.outputs, 3,
                            [_graphs(forward, [dtype], (256,), 8) for _ in range(3)]
                            if graphs else (), samples)
