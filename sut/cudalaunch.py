@@ -5,14 +5,14 @@ events and, with CUDA graphs, its own captured `GraphSet` (one per slot: the slo
 buffers never alias, so one slot's D2H never races another's replay). A launch queues,
 without waiting: H2D on the h2d stream (straight into the slot's static inputs of the
 batch's bucket when a graph runs it; rows of another floating dtype than the static
-inputs, which hold the lent blocks' dtype (`block_dtype`), land in the slot's device input and are cast
-into them on the device); compute on the compute stream once the H2D event has fired
-(the bucket's graph replay, or the eager forward); D2H on the d2h stream once compute
-has (straight from the static outputs). H2D and
-D2H have a stream each: on one copy stream, the next batch's H2D would queue behind
-this batch's D2H, which waits for its compute, and copies would never overlap compute.
-A slot is launched again only after `finish` saw its last event, so none of its buffers
-is written while the device still reads it.
+inputs, which hold the lent blocks' dtype (`block_dtype`), land in the slot's device
+input and are cast into them on the device); compute on the compute stream once the H2D
+event has fired (the bucket's graph replay, or the eager forward); D2H on the d2h stream
+once compute has (straight from the static outputs). H2D and D2H have a stream each: on
+one copy stream, the next batch's H2D would queue behind this batch's D2H, which waits
+for its compute, and copies would never overlap compute. A slot is launched again only
+after `finish` saw its last event, so none of its buffers is written while the device
+still reads it.
 
 With samples on the device (`sut.devicedata`), a batch of sample indices is launched the
 same way, but what the h2d stream queues is the indices' copy into the slot's device
