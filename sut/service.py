@@ -99,6 +99,7 @@ class InferenceService:
         self._ready = False
         self._precision = ""
         self._apart: dict[str, torch.dtype] = {}  # inputs lent in another dtype than the spec's
+        self._output_names: tuple[str, ...] = ()
         self._fallback = ""
         self._cold: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -397,6 +398,7 @@ class InferenceService:
         precision, copies, self._fallback = placed.precision, placed.copies, placed.note
         self._precision, self._loaded = precision, loaded
         self._apart = held_apart(loaded.inputs, precision)
+        self._output_names = tuple(s.name for s in loaded.outputs)
         max_rows = self._config_max_batch()
         rows = loaded.dataset.sample_inputs(np.arange(max_rows) % loaded.dataset.size)
         devices = self._plan.devices
@@ -474,25 +476,31 @@ class InferenceService:
             answer(r, error)
 
     def _deliver(self, batch: Batch, outputs: list[np.ndarray], phase: dict[str, int]) -> None:
-        """Slice each request's rows of the batch's outputs and call it back."""
+        """Slice each request's rows of the batch's outputs and call it back. Runs once per
+        batch on the instance's thread, so it is kept tight (output names kept from start,
+        one lock, no generator)."""
         requests = batch.requests
-        names = [s.name for s in self._model().outputs]
+        names = self._output_names
         landed = time.perf_counter_ns()
+        dispatch, rows = batch.dispatch_ns, batch.rows
+        queued = 0
+        for r in requests:
+            queued += r.pick_ns - r.enqueue_ns
         with self._lock:  # before the callbacks, so a caller who got a result sees it counted
             self._ok += len(requests)
-            self._rows += batch.rows
-            self._queue_ns += sum(r.pick_ns - r.enqueue_ns for r in requests)
+            self._rows += rows
+            self._queue_ns += queued
             self._compute_ns += phase[COMPUTE]
-            self._batch_sizes[batch.rows] += 1
+            self._batch_sizes[rows] += 1
         offset = 0
         for r in requests:
-            outs = {n: a[offset:offset + r.rows] for n, a in zip(names, outputs, strict=True)}
-            offset += r.rows
+            end = offset + r.rows
+            outs = {n: a[offset:end] for n, a in zip(names, outputs, strict=True)}
+            offset = end
             done = time.perf_counter_ns()
-            timings = {QUEUE: r.pick_ns - r.enqueue_ns,
-                       BATCH_FORMATION: batch.dispatch_ns - r.pick_ns, **phase,
-                       POSTPROCESS: done - landed, SERVER_TOTAL: done - r.enqueue_ns}
-            answer(r, InferResult(outs, timings, batch.rows, done))
+            timings = {QUEUE: r.pick_ns - r.enqueue_ns, BATCH_FORMATION: dispatch - r.pick_ns,
+                       **phase, POSTPROCESS: done - landed, SERVER_TOTAL: done - r.enqueue_ns}
+            answer(r, InferResult(outs, timings, rows, done))
 
 
 def _in_own_thread(work: Callable[[], None]) -> None:
