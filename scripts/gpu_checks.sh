@@ -18,6 +18,8 @@
 #   energy     22  an Offline run of builtin:mlp on the GPU with energy on
 #   gather     15  benchmarks/gather.py --json: the adapter's gather of cnn rows into a
 #                  pinned block, fp32 and bf16, one thread and threaded, batch 32-256
+#   profile    25  benchmarks/harness_profile.py --device cuda: where the harness spends
+#                  a batch of 256 (the no-compute model, cProfile on the instance thread)
 #   variants   the rest of the 4 minutes (if 20 s or more), at most 30 s: mlp and cnn at
 #              fp32, batch 256, on three executor paths (serial, graphs-1, graphs-2; 6
 #              cases of 0.4 s); cut off when time is up
@@ -153,6 +155,10 @@ gather() {
   "$PY" benchmarks/gather.py --json --batches 32,128,256 --repeats 200
 }
 
+profile() {  # where the harness's per-batch time goes on this host
+  "$PY" benchmarks/harness_profile.py --device cuda --batch 256 --seconds 0.5 --top 30
+}
+
 variants() {  # what each executor path gives, in whatever time the budget leaves
   "$PY" benchmarks/batching.py --device cuda --precision fp32 --json --no-server --rounds 1 \
     --seconds 0.4 --models mlp,cnn --offline-batches 256 --variants serial,graphs-1,graphs-2
@@ -163,7 +169,7 @@ llm() {
 }
 
 export PY OUT_DIR LOGS
-export -f gpu_info cuda_tests scaleout batching server energy llm gather variants
+export -f gpu_info cuda_tests scaleout batching server energy llm gather profile variants
 
 run gpu 15 gpu_info
 run cuda-tests 85 cuda_tests
@@ -176,6 +182,7 @@ run server 22 server
 run llm 35 llm
 run energy 22 energy
 run gather 15 gather
+run profile 25 profile
 LEFT=$(( 232 - ($(date +%s) - STARTED) ))
 if [ "$LEFT" -ge 20 ]; then
   run variants "$(( LEFT < 30 ? LEFT : 30 ))" variants
@@ -278,6 +285,7 @@ for key, read in (("gpu", gpu), ("cuda_tests", cuda_tests),
                   ("llm_serving", lambda: json_lines("llm")),
                   ("variants", lambda: json_lines("variants")),
                   ("gather", lambda: json_lines("gather")),
+                  ("harness_profile", lambda: json_lines("profile")),
                   ("energy", lambda: result("energy")), ("scaleout", scaleout)):
     try:
         summary[key] = read()

@@ -30,7 +30,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -122,10 +122,11 @@ class Batch:
     requests: list[Request]
     rows: int
     dispatch_ns: int
-    first_pick_ns: int = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.first_pick_ns = self.requests[0].pick_ns
+    @property
+    def first_pick_ns(self) -> int:
+        """When a worker picked the batch's first request."""
+        return self.requests[0].pick_ns
 
 
 class Batcher:
@@ -133,7 +134,7 @@ class Batcher:
 
     def __init__(self, config: BatcherConfig) -> None:
         self._config = config
-        lock = threading.Lock()
+        lock = self._lock = threading.Lock()  # `with self._lock`: no Python-level wrapper
         self._due = threading.Condition(lock)  # free workers wait here for a batch
         self._timer = threading.Condition(lock)  # the reaper waits here for a deadline
         self._queues: dict[int, deque[Request]] = {}
@@ -146,6 +147,7 @@ class Batcher:
         self._deadlines: list[tuple[int, int, Request]] = []
         self._seq = itertools.count()
         self._closed = False
+        self._idle = 0  # workers waiting in `next_batch`: a notify with none waiting is skipped
         self._reaper = threading.Thread(target=self._reap, name="sut-reaper", daemon=True)
         self.rejected = 0
         self.expired = 0
@@ -158,7 +160,7 @@ class Batcher:
     @property
     def waiting(self) -> int:
         """Requests queued or in the forming batch."""
-        with self._due:
+        with self._lock:
             return self._queued + len(self._forming)
 
     def start(self) -> None:
@@ -167,7 +169,7 @@ class Batcher:
 
     def configure(self, **knobs: Any) -> BatcherConfig:
         """Change knobs while running; validated as a whole, applied at once."""
-        with self._due:
+        with self._lock:
             self._config = self._config.with_knobs(**knobs)
             self._due.notify_all()
             return self._config
@@ -190,7 +192,7 @@ class Batcher:
         """
         now = time.perf_counter_ns()
         deadline = None if timeout_ns is None else now + timeout_ns
-        with self._due:
+        with self._lock:
             if self._closed:
                 raise SutError("the batcher is stopped; request not queued")
             limit = self._config.max_queue_size
@@ -217,35 +219,39 @@ class Batcher:
                 heapq.heappush(self._deadlines, (deadline, req.seq, req))
                 if self._deadlines[0][2] is req:
                     self._timer.notify()
-            if wake:
+            if wake and self._idle:
                 self._due.notify()
 
     def next_batch(self) -> Batch | None:
         """Block until a batch is due for the calling (free) worker; None once closed and empty."""
-        with self._due:
+        with self._lock:
             while True:
                 now = time.perf_counter_ns()
                 batch, wake_ns = self._form(now)
                 if batch is not None:
-                    if self._queued:
+                    if self._queued and self._idle:
                         self._due.notify()  # another free worker may form the next one
                     return batch
                 if self._closed and not self._queued:
                     return None
-                self._due.wait(None if wake_ns is None else max(0, wake_ns - now) / 1e9)
+                self._idle += 1
+                try:
+                    self._due.wait(None if wake_ns is None else max(0, wake_ns - now) / 1e9)
+                finally:
+                    self._idle -= 1
 
     def try_batch(self) -> Batch | None:
         """The batch due now for the calling (free) worker, or None; never waits."""
-        with self._due:
+        with self._lock:
             batch, _ = self._form(time.perf_counter_ns())
-            if batch is not None and self._queued:
+            if batch is not None and self._queued and self._idle:
                 self._due.notify()  # another free worker may form the next one
             return batch
 
     def close(self, drain: bool = True) -> None:
         """Stop taking requests; leave what waits to the workers (drain) or fail it."""
         victims: list[Request] = []
-        with self._due:
+        with self._lock:
             self._closed = True
             if not drain:
                 victims = self._forming + list(self._live())

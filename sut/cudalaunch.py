@@ -5,14 +5,14 @@ events and, with CUDA graphs, its own captured `GraphSet` (one per slot: the slo
 buffers never alias, so one slot's D2H never races another's replay). A launch queues,
 without waiting: H2D on the h2d stream (straight into the slot's static inputs of the
 batch's bucket when a graph runs it; rows of another floating dtype than the static
-inputs, which hold the lent blocks' dtype, land in the slot's device input and are cast
-into them on the device); compute on the compute stream once the H2D event has fired
-(the bucket's graph replay, or the eager forward); D2H on the d2h stream once compute
-has (straight from the static outputs). H2D and
-D2H have a stream each: on one copy stream, the next batch's H2D would queue behind
-this batch's D2H, which waits for its compute, and copies would never overlap compute.
-A slot is launched again only after `finish` saw its last event, so none of its buffers
-is written while the device still reads it.
+inputs, which hold the lent blocks' dtype (`block_dtype`), land in the slot's device
+input and are cast into them on the device); compute on the compute stream once the H2D
+event has fired (the bucket's graph replay, or the eager forward); D2H on the d2h stream
+once compute has (straight from the static outputs). H2D and D2H have a stream each: on
+one copy stream, the next batch's H2D would queue behind this batch's D2H, which waits
+for its compute, and copies would never overlap compute. A slot is launched again only
+after `finish` saw its last event, so none of its buffers is written while the device
+still reads it.
 
 With samples on the device (`sut.devicedata`), a batch of sample indices is launched the
 same way, but what the h2d stream queues is the indices' copy into the slot's device
@@ -34,7 +34,7 @@ from oipwire.timing import COMPUTE, D2H, H2D
 from sut.devicedata import SAMPLE_INDEX, DeviceSamples, IndexBuffers
 from sut.forward import Forward
 from sut.graphs import GraphSet
-from sut.staging import host_buffer, request_parts, stage
+from sut.staging import held_apart, host_buffer, request_parts, stage
 
 __all__ = ["CudaLauncher"]
 
@@ -84,7 +84,7 @@ class CudaLauncher:
         self.device = device
         self.graphs = tuple(graphs)
         self._forward = forward
-        self._precision = forward.precision
+        self._apart = held_apart(inputs, forward.precision)  # inputs lent in another dtype
         self._names = tuple(s.name for s in inputs)
         self.samples = samples
         # whether a batch of indices is gathered straight into the graphs' static inputs
@@ -119,12 +119,13 @@ class CudaLauncher:
         samples = self.samples if SAMPLE_INDEX in requests[0].inputs else None
         lent = requests[0].lent if len(requests) == 1 else None
         sources = []
-        host_index = s.index.join(requests, rows) if samples is not None else None
+        host_index = (s.index.join([r.inputs[SAMPLE_INDEX] for r in requests], rows, lent)
+                      if samples is not None else None)
         for i, name in enumerate(() if samples is not None else self._names):
             if lent is not None:
                 sources.append(lent.tensors[name])  # the request's rows: the batch's
             else:
-                parts = request_parts(requests, name, self._precision)
+                parts = request_parts(requests, name, self._apart)
                 s.host_in[i] = stage(s.host_in[i], parts, rows, pinned=True)
                 sources.append(s.host_in[i][:rows])  # type: ignore[index]
         s.rows, s.staged_ns = rows, time.perf_counter_ns() - began

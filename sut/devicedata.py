@@ -12,26 +12,27 @@ come on the wire. On the CPU the samples are in memory already, so it is never o
   at most 1/`AUTO_SHARE` of the device's free memory).
 - `place_samples`: the decision, and when on the copies, for a service starting;
   `index_rows` checks a request of indices (an index out of range would stop the device).
-- `DeviceSamples`: one device's copy (floating inputs at the model's precision), shared by
-  that device's instances; `gather` writes a batch's rows by index into the buffers the
+- `DeviceSamples`: one device's copy (each input in its `sut.staging.block_dtype`, as a
+  lent block holds it: floating ones at the model's precision), shared by that device's
+  instances; `gather` writes a batch's rows by index into the buffers the
   forward reads (a graph's static inputs, or the slot's eager inputs).
 - `INDEX_SPEC`: what an index request carries (one int64 per row), lent in blocks as rows
-  are (`sut.staging.PinnedPool` over this spec); `IndexBuffers`: a slot's host and device
-  index buffers, reused, that join a batch's indices and put them on the device.
+  are (`sut.staging.PinnedPool` over this spec); `IndexBuffers`: a slot's (or a serial
+  worker's) host and device index buffers, reused, that join a batch's indices and put
+  them on the device.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 
 from oipwire.datatypes import TensorSpec
 from sut.errors import InvalidInput
-from sut.staging import stage
+from sut.staging import Lent, block_dtype, stage
 
 __all__ = ["AUTO_SHARE", "INDEX_SPEC", "SAMPLE_INDEX", "DeviceSamples", "IndexBuffers",
            "SamplesDecision", "dataset_bytes", "decide", "index_rows", "place_samples"]
@@ -75,11 +76,11 @@ def decide(asked: bool | None, *, cuda: bool, in_process: bool, fixed_shapes: bo
 
 
 def place_samples(asked: bool | None, devices: Sequence[str], specs: Sequence[TensorSpec],
-                  read_all: Callable[[], Mapping[str, np.ndarray]], dtype: torch.dtype, *,
+                  read_all: Callable[[], Mapping[str, np.ndarray]], precision: str, *,
                   in_process: bool) -> tuple[SamplesDecision, dict[str, DeviceSamples] | None]:
     """`decide` for `devices` (all CPU or all CUDA) and the model's input `specs`, then the
     dataset (`read_all`: every sample's inputs, read only when it may go) copied to each
-    device with floating inputs at `dtype`, when on."""
+    device with floating inputs at `precision`, when on."""
     cuda = devices[0].startswith("cuda")
     fixed = all(d >= 0 for spec in specs for d in spec.shape[1:])
     arrays: list[np.ndarray] = []
@@ -87,13 +88,13 @@ def place_samples(asked: bool | None, devices: Sequence[str], specs: Sequence[Te
     if cuda and in_process and fixed and asked is not False:
         every = read_all()
         arrays = [every[spec.name] for spec in specs]
-        need = dataset_bytes(arrays, dtype)
+        need = dataset_bytes(arrays, precision)
         free = min(torch.cuda.mem_get_info(torch.device(d))[0] for d in devices)
     decision = decide(asked, cuda=cuda, in_process=in_process, fixed_shapes=fixed,
                       dataset_bytes=need, free_bytes=free)
     if not decision.on:
         return decision, None
-    placed = {d: DeviceSamples.upload(arrays, torch.device(d), dtype) for d in devices}
+    placed = {d: DeviceSamples.upload(arrays, torch.device(d), precision) for d in devices}
     for device in devices:
         torch.cuda.synchronize(device)
     return decision, placed
@@ -114,14 +115,14 @@ def index_rows(inputs: Mapping[str, np.ndarray], limit: int, size: int) -> int:
     return len(index)
 
 
-def _stored_dtype(array: np.ndarray, dtype: torch.dtype) -> torch.dtype:
-    """What an input is kept as: floating inputs at the model's precision, others as given."""
-    return dtype if np.issubdtype(array.dtype, np.floating) else torch.from_numpy(array[:0]).dtype
+def _held(array: np.ndarray, precision: str) -> torch.dtype:
+    """The dtype `array`'s input is kept in on the device (`block_dtype`)."""
+    return block_dtype(torch.from_numpy(array[:0]).dtype, precision)
 
 
-def dataset_bytes(arrays: Sequence[np.ndarray], dtype: torch.dtype) -> int:
-    """Bytes the inputs take on the device, floating ones at `dtype`."""
-    return sum(a.size * torch.empty(0, dtype=_stored_dtype(a, dtype)).element_size()
+def dataset_bytes(arrays: Sequence[np.ndarray], precision: str) -> int:
+    """Bytes the inputs take on the device, floating ones at `precision`."""
+    return sum(a.size * torch.empty(0, dtype=_held(a, precision)).element_size()
                for a in arrays)
 
 
@@ -135,10 +136,11 @@ class DeviceSamples:
 
     @classmethod
     def upload(cls, arrays: Sequence[np.ndarray], device: torch.device,
-               dtype: torch.dtype) -> DeviceSamples:
-        """`arrays` (every sample, spec order) copied to `device`, floating ones at `dtype`."""
+               precision: str) -> DeviceSamples:
+        """`arrays` (every sample, spec order) copied to `device`, floating ones at
+        `precision`."""
         return cls([torch.from_numpy(np.ascontiguousarray(a)).to(
-            device=device, dtype=_stored_dtype(a, dtype)) for a in arrays])
+            device=device, dtype=_held(a, precision)) for a in arrays])
 
     @property
     def dtypes(self) -> tuple[torch.dtype, ...]:
@@ -168,7 +170,8 @@ class DeviceSamples:
 
 
 class IndexBuffers:
-    """A slot's index buffers, reused: host (pinned on CUDA) and device."""
+    """A slot's (or a serial worker's) index buffers, reused: host (pinned on CUDA) and
+    device."""
 
     def __init__(self, device: torch.device, pinned: bool) -> None:
         self._device = device
@@ -176,15 +179,14 @@ class IndexBuffers:
         self._host: torch.Tensor | None = None
         self._on_device: torch.Tensor | None = None
 
-    def join(self, requests: Sequence[Any], rows: int) -> torch.Tensor:
-        """The batch's indices on the host: a lent block as it is for one request, else the
-        requests' indices joined into the host buffer."""
-        lent = requests[0].lent if len(requests) == 1 else None
+    def join(self, parts: Sequence[np.ndarray], rows: int,
+             lent: Lent | None = None) -> torch.Tensor:
+        """The batch's `rows` indices on the host: `lent`, the block a batch of one request
+        was gathered into, as it is; else `parts` (each request's indices, in order)
+        joined into the host buffer."""
         if lent is not None:
-            joined: torch.Tensor = lent.tensors[SAMPLE_INDEX]
-            return joined
-        self._host = stage(self._host, [r.inputs[SAMPLE_INDEX] for r in requests], rows,
-                           pinned=self._pinned)
+            return lent.tensors[SAMPLE_INDEX]
+        self._host = stage(self._host, parts, rows, pinned=self._pinned)
         return self._host[:rows]
 
     def send(self, host: torch.Tensor) -> torch.Tensor:

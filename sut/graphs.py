@@ -10,10 +10,10 @@ inputs and its D2H reads its own static outputs, while other slots replay theirs
 Buckets are 1, 2, 4, ... up to the largest batch, and the largest batch itself. Every
 bucket is checked once against the eager forward on the same inputs; a capture that
 fails or disagrees raises `GraphError` and the caller runs eager, saying why.
-Static inputs hold the `block_dtype` (a floating input at bf16/fp16: that precision), the
-dtype of the blocks the service lends, so a lent block is copied in as it is (or, with
-samples on the device, the samples' dtypes); a floating input of another dtype is cast
-into them on the device.
+Static inputs hold the `block_dtype` (a floating input at the model's precision, as the
+forward receives it), the dtype of the blocks the service lends and of the samples on the
+device, so a lent block is copied in as it is and the samples gathered into them; a
+floating input of another dtype is cast into them on the device.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import torch
 from oipwire.datatypes import TensorSpec
 from oipwire.timing import COMPUTE, D2H, H2D
 from sut.forward import Forward
-from sut.staging import request_parts, stage
+from sut.staging import held_apart, request_parts, stage
 
 __all__ = ["HostLauncher"]
 
@@ -37,7 +37,7 @@ class HostLauncher:
 
     def __init__(self, forward: Forward, inputs: tuple[TensorSpec, ...], slots: int = 3) -> None:
         self._forward = forward
-        self._precision = forward.precision
+        self._apart = held_apart(inputs, forward.precision)  # inputs lent in another dtype
         self._names = tuple(s.name for s in inputs)
         self._slots = [_Slot(len(inputs)) for _ in range(slots)]
 
@@ -64,7 +64,7 @@ class HostLauncher:
             if lent is not None:  # a lent block is read as it is (no staging copy)
                 staged.append(lent.tensors[name])  # the request's rows: the batch's
                 continue
-            parts = request_parts(requests, name, self._precision)
+            parts = request_parts(requests, name, self._apart)
             s.inputs[i] = buf = stage(s.inputs[i], parts, rows, pinned=False)
             staged.append(buf[:rows])
         staged_ns = time.perf_counter_ns()

@@ -51,8 +51,8 @@ from sut.errors import InvalidInput, ModelLoadError, SutError
 from sut.instances import Instances, choose
 from sut.models import LoadedModel, check_model, load_model
 from sut.options import ServiceOptions, parse_options
-from sut.staging import Lent, request_parts, to_block
-from sut.workers import PRECISIONS, Executor, cpu_cores, place, plan_workers, resolve_precision
+from sut.staging import Lent, held_apart, request_parts, to_block
+from sut.workers import Executor, cpu_cores, place, plan_workers, resolve_precision
 
 __all__ = ["InferResult", "InferenceService", "ModelMetadata", "build_service"]
 
@@ -98,6 +98,8 @@ class InferenceService:
         self._instances: Instances | None = None
         self._ready = False
         self._precision = ""
+        self._apart: dict[str, torch.dtype] = {}  # inputs lent in another dtype than the spec's
+        self._output_names: tuple[str, ...] = ()
         self._fallback = ""
         self._cold: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -172,8 +174,8 @@ class InferenceService:
 
     def lendable(self, block: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """`block` (inputs in their specs' dtypes, e.g. from `sample_inputs`) in the dtypes
-        of the blocks `lend` gives (`Lent.arrays`: a floating input at bf16/fp16 held at
-        that precision); convert a dataset once, then gather from it into lent blocks."""
+        of the blocks `lend` gives (`Lent.arrays`: a floating input held at the model's
+        precision); convert a dataset once, then gather from it into lent blocks."""
         instances = self._instances
         if instances is None or instances.pool is None:
             raise SutError("the service is not running")
@@ -330,7 +332,7 @@ class InferenceService:
     def _validate(self, inputs: Mapping[str, np.ndarray], lent: Lent | None = None) -> int:
         """The request's rows; InvalidInput when its inputs do not fit the model. A lent
         block's own arrays have the specs' names and shapes by construction, each in its
-        block dtype (a floating input at bf16/fp16: that precision, see `lendable`)."""
+        block dtype (a floating input at the model's precision, see `lendable`)."""
         limit = self._config_max_batch()
         if self._samples_size:
             return index_rows(inputs, limit, self._samples_size)
@@ -364,7 +366,7 @@ class InferenceService:
             self._samples, placed = place_samples(
                 self._options.start_from_device, sorted(set(self._plan.devices)),
                 loaded.inputs, lambda: loaded.dataset.sample_inputs(np.arange(loaded.dataset.size)),
-                PRECISIONS[precision], in_process=self._in_process)
+                precision, in_process=self._in_process)
         except torch.OutOfMemoryError as exc:
             raise ModelLoadError(f"start_from_device: the dataset does not fit on the device "
                                  f"({exc}); start_from_device=false keeps it on the host") from exc
@@ -395,6 +397,8 @@ class InferenceService:
         self._cold["first_inference_ns"] = placed.first_inference_ns
         precision, copies, self._fallback = placed.precision, placed.copies, placed.note
         self._precision, self._loaded = precision, loaded
+        self._apart = held_apart(loaded.inputs, precision)
+        self._output_names = tuple(s.name for s in loaded.outputs)
         max_rows = self._config_max_batch()
         rows = loaded.dataset.sample_inputs(np.arange(max_rows) % loaded.dataset.size)
         devices = self._plan.devices
@@ -455,7 +459,7 @@ class InferenceService:
         try:
             lent = requests[0].lent if len(requests) == 1 else None
             parts = ({} if lent is not None  # read as it is: nothing to join
-                     else {name: request_parts(requests, name, self._precision)
+                     else {name: request_parts(requests, name, self._apart)
                            for name in requests[0].inputs})
             outputs, phase = executor.run(parts, batch.rows, lent)
         except Exception as exc:  # noqa: BLE001 - any model error fails this batch only
@@ -472,25 +476,31 @@ class InferenceService:
             answer(r, error)
 
     def _deliver(self, batch: Batch, outputs: list[np.ndarray], phase: dict[str, int]) -> None:
-        """Slice each request's rows of the batch's outputs and call it back."""
+        """Slice each request's rows of the batch's outputs and call it back. Runs once per
+        batch on the instance's thread, so it is kept tight (output names kept from start,
+        one lock, no generator)."""
         requests = batch.requests
-        names = [s.name for s in self._model().outputs]
+        names = self._output_names
         landed = time.perf_counter_ns()
+        dispatch, rows = batch.dispatch_ns, batch.rows
+        queued = 0
+        for r in requests:
+            queued += r.pick_ns - r.enqueue_ns
         with self._lock:  # before the callbacks, so a caller who got a result sees it counted
             self._ok += len(requests)
-            self._rows += batch.rows
-            self._queue_ns += sum(r.pick_ns - r.enqueue_ns for r in requests)
+            self._rows += rows
+            self._queue_ns += queued
             self._compute_ns += phase[COMPUTE]
-            self._batch_sizes[batch.rows] += 1
+            self._batch_sizes[rows] += 1
         offset = 0
         for r in requests:
-            outs = {n: a[offset:offset + r.rows] for n, a in zip(names, outputs, strict=True)}
-            offset += r.rows
+            end = offset + r.rows
+            outs = {n: a[offset:end] for n, a in zip(names, outputs, strict=True)}
+            offset = end
             done = time.perf_counter_ns()
-            timings = {QUEUE: r.pick_ns - r.enqueue_ns,
-                       BATCH_FORMATION: batch.dispatch_ns - r.pick_ns, **phase,
-                       POSTPROCESS: done - landed, SERVER_TOTAL: done - r.enqueue_ns}
-            answer(r, InferResult(outs, timings, batch.rows, done))
+            timings = {QUEUE: r.pick_ns - r.enqueue_ns, BATCH_FORMATION: dispatch - r.pick_ns,
+                       **phase, POSTPROCESS: done - landed, SERVER_TOTAL: done - r.enqueue_ns}
+            answer(r, InferResult(outs, timings, rows, done))
 
 
 def _in_own_thread(work: Callable[[], None]) -> None:

@@ -6,17 +6,19 @@ blocks of pinned memory: a caller gathers samples straight into one
 (`np.take(..., out=block, mode='clip')`) and submits it; the block comes back to the
 pool once the request has been answered, by which time the device has read it.
 
-A block holds each input in its `block_dtype`: at bf16 or fp16 a floating input is held
-at that precision (half the bytes to gather and copy, no cast per batch; the values the
-model reads are the same, the cast only moves to the caller's load time, `to_block`).
-numpy has no bfloat16: a bf16 block's numpy array is a uint16 view of the bf16 tensor's
-memory (`Lent.arrays`), and `Lent.tensors` is the bf16 tensor itself.
+A block holds each input in its `block_dtype`: a floating input at the model's precision,
+the dtype the forward casts it to (`sut.forward.Forward`), so the values the model reads
+are the same and the cast only moves to the caller's load time (`to_block`); at bf16 or
+fp16 that halves the bytes to gather and copy. The samples kept on a device
+(`sut.devicedata`) and a CUDA graph's static inputs hold the same dtypes. numpy has no
+bfloat16: a bf16 block's numpy array is a uint16 view of the bf16 tensor's memory
+(`Lent.arrays`), and `Lent.tensors` is the bf16 tensor itself.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,18 +29,24 @@ from oipwire.datatypes import TensorSpec
 from sut.forward import PRECISIONS
 from sut.tensors import torch_dtype
 
-__all__ = ["Lent", "PinnedPool", "block_dtype", "host_buffer", "request_parts", "stage",
-           "to_block"]
-
-_REDUCED = ("bf16", "fp16")
+__all__ = ["Lent", "PinnedPool", "block_dtype", "held_apart", "host_buffer", "request_parts",
+           "stage", "to_block"]
 
 
 def block_dtype(dtype: torch.dtype, precision: str) -> torch.dtype:
-    """The dtype a lent block (and a CUDA graph's static input) holds an input of `dtype`
-    in: the precision's at bf16 or fp16 when the input is floating, else `dtype` itself."""
-    if precision in _REDUCED and dtype.is_floating_point:
-        return PRECISIONS[precision]
-    return dtype
+    """The dtype an input of `dtype` is held in at `precision` (a lent block, the samples on
+    a device, a CUDA graph's static input): what the forward receives, i.e. the precision's
+    when the input is floating (an FP64 input at fp32 too), else `dtype` itself."""
+    return PRECISIONS[precision] if dtype.is_floating_point else dtype
+
+
+def held_apart(specs: Sequence[TensorSpec], precision: str) -> dict[str, torch.dtype]:
+    """The inputs held in another dtype than their spec's at `precision` (`block_dtype`),
+    each with its spec's torch dtype: those a lent block's rows are widened back in
+    (`request_parts`)."""
+    spec_dtypes = {s.name: torch_dtype(s.datatype) for s in specs}
+    return {name: dtype for name, dtype in spec_dtypes.items()
+            if block_dtype(dtype, precision) != dtype}
 
 
 def _numpy_view(tensor: torch.Tensor) -> np.ndarray:
@@ -60,11 +68,12 @@ class Lent:
     """A block lent by a `PinnedPool`: numpy views to fill, over the pinned tensors.
 
     `arrays[name]` has `rows` rows of the input's shape, in its `block_dtype`: the spec's
-    dtype, except a floating input served at bf16 or fp16, held at that precision (fp16
+    dtype, except a floating input, held at the model's precision (fp32 as float32, fp16
     as float16; bf16 as uint16, the bit patterns of the bf16 values). Fill it with rows of
     the same dtype (`to_block` converts a dataset once). `tensors[name]` is the same
     memory with the real dtype (bf16 for bf16). `spec_dtypes` names, for each input held
-    at a reduced precision, the spec's torch dtype (empty when none is).
+    in another dtype than its spec's (`held_apart`), the spec's torch dtype (empty when
+    none is).
     """
 
     arrays: dict[str, np.ndarray]
@@ -74,20 +83,23 @@ class Lent:
     spec_dtypes: Mapping[str, torch.dtype]
 
     def in_spec_dtype(self, name: str) -> np.ndarray:
-        """Input `name` in its spec's dtype: the array itself, or a widened copy (exact)
-        when the block holds it at a reduced precision."""
+        """Input `name` in its spec's dtype: the array itself, or a copy cast to it when the
+        block holds it in another dtype (the block's values, exactly where the spec's
+        dtype is the wider, as FP32 for bf16 or FP64 for fp32)."""
         dtype = self.spec_dtypes.get(name)
         if dtype is None:
             return self.arrays[name]
         return self.tensors[name].to(dtype).numpy()
 
 
-def request_parts(requests: Sequence[Any], name: str, precision: str) -> list[np.ndarray]:
+def request_parts(requests: Sequence[Any], name: str,
+                  apart: Container[str]) -> list[np.ndarray]:
     """Input `name` of each request of a batch (objects with `inputs` and `lent`), in the
-    spec's dtype, to be joined: at bf16/fp16 a lent block held at that precision is
-    widened back (exact), so a batch that mixes one with plain requests joins alike
-    dtypes; at any other `precision` every block holds the specs' dtypes (no check)."""
-    if precision not in _REDUCED:
+    spec's dtype, to be joined: when `name` is held apart (in `apart`, from `held_apart`)
+    a lent block's rows are cast back (`Lent.in_spec_dtype`), so a batch that mixes one
+    with plain requests joins alike dtypes; else every block holds the spec's dtype (no
+    check per request)."""
+    if name not in apart:
         return [r.inputs[name] for r in requests]
     return [r.inputs[name] if r.lent is None else r.lent.in_spec_dtype(name) for r in requests]
 
@@ -126,8 +138,7 @@ class PinnedPool:
         self._specs = tuple(specs)
         self._pinned = pinned
         self.dtypes = {s.name: block_dtype(torch_dtype(s.datatype), precision) for s in specs}
-        self._spec_dtypes = {s.name: torch_dtype(s.datatype) for s in specs
-                             if self.dtypes[s.name] != torch_dtype(s.datatype)}
+        self._spec_dtypes = held_apart(specs, precision)
         self._rows = rows
         self._limit = limit
         self._lock = threading.Lock()

@@ -12,7 +12,8 @@ per worker stages, launches and waits for each batch in turn. On CUDA it stages
 in pinned host buffers, copies with `non_blocking=True` on the worker's own
 `torch.cuda.Stream`, and times H2D / compute / D2H with CUDA events, read after
 the stream is synchronised; with samples on the device (`sut.devicedata`) a batch of
-sample indices is copied instead and its rows gathered there. The pipelined path is
+sample indices is joined and copied instead (`IndexBuffers`, as a pipeline slot does)
+and its rows gathered there. The pipelined path is
 `sut.pipeline`. CPU path: inputs are joined into fresh memory (h2d), the forward pass and
 the outputs' conversion to numpy (d2h) timed with `time.perf_counter_ns()`.
 """
@@ -33,7 +34,7 @@ import torch
 
 from oipwire.datatypes import TensorSpec
 from oipwire.timing import COMPUTE, D2H, H2D
-from sut.devicedata import INDEX_SPEC, SAMPLE_INDEX, DeviceSamples
+from sut.devicedata import SAMPLE_INDEX, DeviceSamples, IndexBuffers
 from sut.errors import ConfigError, ModelLoadError
 from sut.forward import PRECISIONS, Forward
 from sut.staging import Lent
@@ -208,6 +209,7 @@ class Executor:
         self._inputs = inputs
         self._cuda = device.type == "cuda"
         self._staging: dict[str, torch.Tensor] = {}
+        self._index = IndexBuffers(device, pinned=self._cuda)  # a batch of sample indices
         self._landing: list[torch.Tensor] = []
         if self._cuda:
             self._stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
@@ -224,8 +226,7 @@ class Executor:
         start = time.perf_counter_ns()
         if self._cuda and self._samples is not None and SAMPLE_INDEX in (
                 parts if lent is None else lent.tensors):
-            index = (lent.tensors[SAMPLE_INDEX] if lent is not None
-                     else self._stage(INDEX_SPEC, parts[SAMPLE_INDEX], rows))
+            index = self._index.join(parts.get(SAMPLE_INDEX, []), rows, lent)
             return self._run_cuda([index], start, self._samples)
         if self._cuda:
             staged = ([lent.tensors[s.name] for s in self._inputs] if lent is not None
@@ -255,9 +256,10 @@ class Executor:
         ev = self._events
         with torch.cuda.stream(self._stream):
             ev[0].record(self._stream)
-            on_device = [t.to(self.device, non_blocking=True) for t in staged]
             if samples is not None:
-                on_device = samples.select(on_device[0])
+                on_device = samples.select(self._index.send(staged[0]))
+            else:
+                on_device = [t.to(self.device, non_blocking=True) for t in staged]
             ev[1].record(self._stream)
             results = self._forward(on_device)
             ev[2].record(self._stream)

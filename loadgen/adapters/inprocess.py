@@ -49,6 +49,7 @@ from sut.staging import Lent
 __all__ = ["InProcessSut"]
 
 _PREFIX = "builtin:"
+_REPORT = -1  # a claim (`InProcessSut._claim`): every chunk has ended, report the query
 
 
 def _detail(exc: BaseException) -> str:
@@ -67,7 +68,7 @@ def _kind(exc: BaseException) -> str:
 class _Chunked:
     """A query cut into chunks: what has been sent, what has finished."""
 
-    __slots__ = ("chunks", "components", "failure", "last_done", "lock", "outputs", "outstanding",
+    __slots__ = ("chunks", "failure", "last", "last_done", "lock", "outputs", "outstanding",
                  "reported", "rows", "sample_done", "sent")
 
     def __init__(self, indices: np.ndarray, rows: int) -> None:
@@ -78,7 +79,7 @@ class _Chunked:
         self.reported = False
         self.sample_done = np.zeros(len(indices), dtype=np.int64)  # filled a chunk at a time
         self.outputs: np.ndarray | None = None  # every sample's output, filled in place
-        self.components: dict[str, int] = {}
+        self.last: InferResult | None = None  # the chunk that ended last: its components
         self.failure: BaseException | None = None
 
 
@@ -263,47 +264,61 @@ class InProcessSut:
 
     def _issue_chunked(self, query_id: int, indices: np.ndarray) -> None:
         rows = self._service.metadata.max_batch_size
-        self._send_chunks(query_id, _Chunked(np.remainder(indices, self._size), rows))
-
-    def _send_chunks(self, query_id: int, state: _Chunked) -> None:
-        """Keep up to `window` chunks in flight; report the query once all have ended."""
-        while True:
+        state = _Chunked(np.remainder(indices, self._size), rows)
+        while True:  # fill the window; each completion then sends at most the next chunk
             with state.lock:
-                if state.failure is None and state.sent < len(state.chunks) \
-                        and state.outstanding < self._window:
-                    index = state.sent
-                    state.sent += 1
-                    state.outstanding += 1
-                else:
-                    finished = state.outstanding == 0 and not state.reported
-                    state.reported = state.reported or finished
-                    break
-            inputs, lent = self._gather(state.chunks[index])
+                claim = self._claim(state)
+            if not self._send_chunk(query_id, state, claim):
+                return
+
+    def _claim(self, state: _Chunked) -> int | None:
+        """Under `state.lock`: the next chunk to send (counted in flight), `_REPORT` once,
+        when every chunk sent has ended and no more will be, else None."""
+        if state.failure is None and state.sent < len(state.chunks) \
+                and state.outstanding < self._window:
+            index = state.sent
+            state.sent += 1
+            state.outstanding += 1
+            return index
+        if state.outstanding == 0 and not state.reported:
+            state.reported = True
+            return _REPORT
+        return None
+
+    def _send_chunk(self, query_id: int, state: _Chunked, claim: int | None) -> bool:
+        """Send the claimed chunk (or report the query at `_REPORT`); whether one was sent.
+        A chunk the service refuses fails the query, and the next claim is followed."""
+        while claim is not None:
+            if claim == _REPORT:
+                self._report_chunked(query_id, state)
+                return False
+            inputs, lent = self._gather(state.chunks[claim])
             try:
-                self._service.submit(inputs, partial(self._chunk_done, query_id, state, index),
+                self._service.submit(inputs, partial(self._chunk_done, query_id, state, claim),
                                      lent=lent)
+                return True
             except sut_errors.SutError as exc:
                 with state.lock:
                     state.outstanding -= 1
                     state.failure = state.failure or exc
-        if finished:
-            self._report_chunked(query_id, state)
+                    claim = self._claim(state)
+        return False
 
     def _chunk_done(self, query_id: int, state: _Chunked, index: int,
                     result: InferResult | BaseException) -> None:
+        """A chunk ended (in a sut thread): note it, and send the next chunk in its place."""
         with state.lock:
             state.outstanding -= 1
             if isinstance(result, BaseException):
                 state.failure = state.failure or result
             else:
                 start = index * state.rows
-                count = len(state.chunks[index])
-                state.sample_done[start:start + count] = result.done_ns
+                state.sample_done[start:start + len(state.chunks[index])] = result.done_ns
                 self._store_output(state, start, result)
                 if result.done_ns >= state.last_done:
-                    state.last_done = result.done_ns
-                    state.components = {**result.timings_ns, BATCH_SIZE: result.batch_size}
-        self._send_chunks(query_id, state)
+                    state.last_done, state.last = result.done_ns, result
+            claim = self._claim(state)
+        self._send_chunk(query_id, state, claim)
 
     def _report_chunked(self, query_id: int, state: _Chunked) -> None:
         assert self._sink is not None
@@ -311,5 +326,8 @@ class InProcessSut:
             self._post(self._sink.failed, query_id, time.perf_counter_ns(), _kind(state.failure),
                        _detail(state.failure))
         else:
-            self._post(self._sink.done, query_id, state.last_done, state.components,
+            last = state.last
+            components = ({**last.timings_ns, BATCH_SIZE: last.batch_size}
+                          if last is not None else {})
+            self._post(self._sink.done, query_id, state.last_done, components,
                        state.sample_done, state.outputs)

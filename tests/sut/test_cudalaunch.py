@@ -1,18 +1,16 @@
 """The CUDA launcher's logic on the CPU: batches of sample indices gathered into a graph
 bucket's static inputs (or the slot's eager inputs) answer as rows from the host do.
 
-CPU stand-ins replace the CUDA streams, events and pinned memory (`cuda_on_cpu`), and a
-graph that runs the forward eagerly into its static outputs replaces a captured one; what
-runs for real is the launcher's choice of bucket and targets, the index buffers and the
-gather. The CUDA tests (`test_cuda.py`) run the same on a GPU.
+CPU stand-ins replace the CUDA streams, events and pinned memory (`cuda_on_cpu`, in
+conftest), and a graph that runs the forward eagerly into its static outputs replaces a
+captured one; what runs for real is the launcher's choice of bucket and targets, the index
+buffers and the gather. The CUDA tests (`test_cuda.py`) run the same on a GPU.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pytest
@@ -27,50 +25,6 @@ from sut.models import LoadedModel, load_model
 from sut.staging import PinnedPool, to_block
 
 CPU = torch.device("cpu")
-
-
-class _Event:
-    def __init__(self, enable_timing: bool = False) -> None:
-        self.recorded = False
-
-    def record(self, stream: Any = None) -> None:
-        self.recorded = True
-
-    def query(self) -> bool:
-        return self.recorded
-
-    def synchronize(self) -> None:
-        assert self.recorded
-
-    def elapsed_time(self, other: _Event) -> float:
-        return 0.001
-
-
-class _Stream:
-    def __init__(self, device: Any = None) -> None:
-        self.cuda_stream = id(self)
-
-    def wait_event(self, event: _Event) -> None:
-        assert event.recorded
-
-    def synchronize(self) -> None:
-        return None
-
-
-@pytest.fixture
-def cuda_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """torch.cuda's streams, events and device context, and pinned memory, on the CPU."""
-    empty = torch.empty
-
-    def unpinned(*args: Any, pin_memory: bool = False, **kwargs: Any) -> torch.Tensor:
-        return empty(*args, **kwargs)
-
-    monkeypatch.setattr(torch.cuda, "Stream", _Stream)
-    monkeypatch.setattr(torch.cuda, "Event", _Event)
-    monkeypatch.setattr(torch.cuda, "set_stream", lambda stream: None)
-    monkeypatch.setattr(torch.cuda, "default_stream", lambda device=None: _Stream())
-    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
-    monkeypatch.setattr(torch, "empty", unpinned)  # what staging and cudalaunch call
 
 
 class _EagerGraph:
@@ -113,7 +67,7 @@ def _launchers(graphs: bool, precision: str) -> tuple[CudaLauncher, CudaLauncher
     forward, loaded = _mlp(precision)
     every = loaded.dataset.sample_inputs(np.arange(loaded.dataset.size))["input"]
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    samples = DeviceSamples.upload([every], CPU, dtype)
+    samples = DeviceSamples.upload([every], CPU, precision)
     indexed = CudaLauncher(forward, CPU, loaded.inputs, loaded.outputs, 3,
                            [_graphs(forward, [dtype], (256,), 8) for _ in range(3)]
                            if graphs else (), samples)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from oipwire.datatypes import TensorSpec, numpy_dtype
 from sut.devicedata import (
     AUTO_SHARE,
     INDEX_SPEC,
@@ -22,9 +23,10 @@ from sut.devicedata import (
     place_samples,
 )
 from sut.errors import ConfigError, InvalidInput
+from sut.forward import Forward
 from sut.options import parse_options
 from sut.service import InferenceService, build_service
-from sut.staging import PinnedPool
+from sut.staging import PinnedPool, block_dtype
 from tests.sut.conftest import run
 
 MIB = 1 << 20
@@ -60,7 +62,7 @@ def test_on_the_cpu_nothing_is_read_or_placed() -> None:
     def read_all() -> dict[str, np.ndarray]:
         raise AssertionError("the dataset is read only when it may go to the device")
 
-    decision, placed = place_samples(True, ["cpu"], [INDEX_SPEC], read_all, torch.float32,
+    decision, placed = place_samples(True, ["cpu"], [INDEX_SPEC], read_all, "fp32",
                                      in_process=True)
     assert placed is None and not decision.on and "CPU" in decision.reason
 
@@ -96,17 +98,47 @@ def test_the_option_is_auto_by_default_and_parses_flags() -> None:
 def test_the_dataset_is_counted_and_kept_at_the_models_precision() -> None:
     images = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
     ids = np.arange(10, dtype=np.int64).reshape(5, 2)
-    assert dataset_bytes([images, ids], torch.bfloat16) == 24 * 2 + 10 * 8
-    assert dataset_bytes([images], torch.float32) == 24 * 4
-    samples = DeviceSamples.upload([images, ids], CPU, torch.bfloat16)
+    assert dataset_bytes([images, ids], "bf16") == 24 * 2 + 10 * 8
+    assert dataset_bytes([images], "fp32") == 24 * 4
+    assert dataset_bytes([images.astype(np.float64)], "fp32") == 24 * 4  # as the forward gets
+    samples = DeviceSamples.upload([images, ids], CPU, "bf16")
     assert samples.dtypes == (torch.bfloat16, torch.int64)
     assert samples.nbytes == 24 * 2 + 10 * 8 and samples.size == 2
+
+
+class _Receives(torch.nn.Module):
+    """Returns its input as it is, and keeps the dtype it was called with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dtypes: list[torch.dtype] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.dtypes.append(x.dtype)
+        return x
+
+
+@pytest.mark.parametrize(("datatype", "precision"), [
+    ("FP64", "fp32"), ("FP16", "fp32"), ("FP32", "bf16"), ("FP64", "fp16"), ("INT64", "fp32"),
+])
+def test_the_device_copy_and_a_lent_block_hold_what_the_forward_receives(
+        datatype: str, precision: str) -> None:
+    spec = TensorSpec("x", datatype, (-1, 3))
+    data = np.arange(12).reshape(4, 3).astype(numpy_dtype(datatype))
+    on_device = DeviceSamples.upload([data], CPU, precision).dtypes[0]
+    lent = PinnedPool([spec], 4, limit=1, pinned=False, precision=precision).lend(4)
+    assert lent is not None
+    model = _Receives()
+    Forward(model, precision, (TensorSpec("y", datatype, (-1, 3)),))([torch.from_numpy(data)])
+    assert on_device == lent.tensors["x"].dtype == model.dtypes[0] == block_dtype(
+        torch.from_numpy(data).dtype, precision)
+    assert dataset_bytes([data], precision) == 12 * lent.tensors["x"].element_size()
 
 
 def test_gather_writes_the_rows_in_place_into_the_first_rows_of_each_target() -> None:
     images = np.random.default_rng(0).random((50, 3, 4, 4), dtype=np.float32)
     ids = np.arange(100, dtype=np.int64).reshape(50, 2)
-    samples = DeviceSamples.upload([images, ids], CPU, torch.float32)
+    samples = DeviceSamples.upload([images, ids], CPU, "fp32")
     static = [torch.full((8, 3, 4, 4), -1.0), torch.full((8, 2), -1, dtype=torch.int64)]
     assert samples.fits(static) and not samples.fits([static[0]])
     assert not samples.fits([static[0].to(torch.bfloat16), static[1]])
@@ -122,15 +154,9 @@ def test_gather_writes_the_rows_in_place_into_the_first_rows_of_each_target() ->
         np.testing.assert_array_equal(got.numpy(), data[index.numpy()])
 
 
-class _Request:
-    def __init__(self, indices: np.ndarray, lent: Any = None) -> None:
-        self.inputs = {SAMPLE_INDEX: indices}
-        self.lent = lent
-
-
 def test_index_buffers_join_requests_read_a_lent_block_as_it_is_and_are_reused() -> None:
     buffers = IndexBuffers(CPU, pinned=False)
-    host = buffers.join([_Request(np.array([3])), _Request(np.array([9, 4, 0]))], 4)
+    host = buffers.join([np.array([3]), np.array([9, 4, 0])], 4)
     joined = buffers.send(host)
     assert joined.tolist() == [3, 9, 4, 0] and joined.dtype == torch.int64
     pointer = joined.data_ptr()
@@ -138,11 +164,11 @@ def test_index_buffers_join_requests_read_a_lent_block_as_it_is_and_are_reused()
     lent = pool.lend(4)
     assert lent is not None and lent.arrays[SAMPLE_INDEX].shape == (4,)
     lent.arrays[SAMPLE_INDEX][:] = [5, 6, 7, 8]
-    read = buffers.join([_Request(lent.arrays[SAMPLE_INDEX], lent)], 4)
+    read = buffers.join([lent.arrays[SAMPLE_INDEX]], 4, lent)
     assert read.data_ptr() == lent.tensors[SAMPLE_INDEX].data_ptr()  # the block as it is
     again = buffers.send(read)
     assert again.tolist() == [5, 6, 7, 8] and again.data_ptr() == pointer  # kept
-    one = buffers.join([_Request(np.array([1]))], 1)
+    one = buffers.join([np.array([1])], 1)
     assert one.data_ptr() == host.data_ptr()  # the host buffer reused too
     assert buffers.send(one).data_ptr() == pointer
     pool.give_back(lent)

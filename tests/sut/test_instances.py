@@ -118,23 +118,31 @@ def test_a_lent_block_goes_back_when_answered_and_when_refused() -> None:
 
 def test_a_request_that_cannot_make_a_batch_due_wakes_no_worker() -> None:
     batcher = Batcher(BatcherConfig(max_batch_size=4, max_queue_delay_us=10_000_000))
-    wakes = []
-    notify = batcher._due.notify
+    wakes, waiting = [], threading.Event()
+    notify, wait = batcher._due.notify, batcher._due.wait
 
     def counting(n: int = 1) -> None:
         wakes.append(n)
         notify(n)
 
+    def waits(timeout: float | None = None) -> bool:
+        waiting.set()
+        return wait(timeout)
+
     batcher._due.notify = counting  # type: ignore[method-assign]
+    batcher._due.wait = waits  # type: ignore[method-assign]
     row = {"x": np.zeros((1, 1), np.float32)}
-    for _ in range(3):
-        batcher.submit(row, 1, lambda _: None)
-    assert len(wakes) == 1  # the first (a worker sets its timer from it), not the others
     batcher.submit(row, 1, lambda _: None)
-    assert len(wakes) == 2  # four rows: a full batch is due now
+    assert not wakes  # no worker waits: nobody to wake
     got: list[Any] = []
     taker = threading.Thread(target=lambda: got.append(batcher.next_batch()))
     taker.start()
+    assert waiting.wait(10)  # the worker took the request and waits for its delay
+    for _ in range(2):
+        batcher.submit(row, 1, lambda _: None)
+    assert not wakes  # they join the forming batch; its timer stands
+    batcher.submit(row, 1, lambda _: None)
+    assert len(wakes) == 1  # four rows: a full batch is due now
     taker.join(10)
     assert got and got[0] is not None and got[0].rows == 4
     batcher.close(drain=False)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from oipwire.datatypes import TensorSpec
-from sut.staging import PinnedPool, block_dtype, request_parts, to_block
+from sut.staging import PinnedPool, block_dtype, held_apart, request_parts, to_block
 
 SPECS = (TensorSpec("image", "FP32", (-1, 3, 4)), TensorSpec("ids", "INT64", (-1, 5)))
 
@@ -19,7 +19,8 @@ SPECS = (TensorSpec("image", "FP32", (-1, 3, 4)), TensorSpec("ids", "INT64", (-1
     (torch.float32, "bf16", torch.bfloat16),
     (torch.float32, "fp16", torch.float16),
     (torch.float64, "bf16", torch.bfloat16),
-    (torch.float64, "fp32", torch.float64),  # fp32: every input as its spec says
+    (torch.float64, "fp32", torch.float32),  # what the forward receives at fp32
+    (torch.float16, "fp32", torch.float32),
     (torch.int64, "bf16", torch.int64),  # integers never change
     (torch.uint8, "fp16", torch.uint8),
 ])
@@ -80,13 +81,32 @@ def test_a_batch_mixing_a_reduced_lent_block_with_plain_rows_joins_in_the_spec_d
     plain = {"image": np.full((1, 3, 4), 2.25, np.float32), "ids": np.zeros((1, 5), np.int64)}
     requests = [SimpleNamespace(inputs=plain, lent=None),
                 SimpleNamespace(inputs=lent.arrays, lent=lent)]
-    image = request_parts(requests, "image", "bf16")
+    image = request_parts(requests, "image", held_apart(SPECS, "bf16"))
     assert [p.dtype for p in image] == [np.float32, np.float32]
     assert np.concatenate(image).tolist() == [[[2.25] * 4] * 3] + [[[1.5] * 4] * 3] * 2
-    ids = request_parts(requests, "ids", "bf16")
+    ids = request_parts(requests, "ids", held_apart(SPECS, "bf16"))
     assert ids[1] is lent.arrays["ids"]  # held as its spec says: not copied
     fp32 = PinnedPool(SPECS, 8, limit=1, pinned=False).lend(2)
     assert fp32 is not None
     alike = [SimpleNamespace(inputs=plain, lent=None),
              SimpleNamespace(inputs=fp32.arrays, lent=fp32)]
-    assert request_parts(alike, "image", "fp32")[1] is fp32.arrays["image"]  # fp32: as today
+    assert held_apart(SPECS, "fp32") == {}
+    assert request_parts(alike, "image", {})[1] is fp32.arrays["image"]  # fp32: as it is
+
+
+def test_an_fp64_input_at_fp32_is_lent_as_fp32_and_a_mixed_batch_joins_in_fp64() -> None:
+    specs = (TensorSpec("x", "FP64", (-1, 3)), TensorSpec("ids", "INT64", (-1, 5)))
+    assert held_apart(specs, "fp32") == {"x": torch.float64}
+    pool = PinnedPool(specs, 4, limit=1, pinned=False, precision="fp32")
+    assert pool.dtypes == {"x": torch.float32, "ids": torch.int64}
+    lent = pool.lend(2)
+    assert lent is not None and lent.arrays["x"].dtype == np.float32
+    values = np.array([[0.1, 1 / 3, 2.5]] * 2)  # float64, most not fp32 values
+    lent.arrays["x"][...] = to_block(values, torch.float32)
+    plain = {"x": np.full((1, 3), 0.7), "ids": np.zeros((1, 5), np.int64)}
+    requests = [SimpleNamespace(inputs=plain, lent=None),
+                SimpleNamespace(inputs=lent.arrays, lent=lent)]
+    parts = request_parts(requests, "x", held_apart(specs, "fp32"))
+    assert [p.dtype for p in parts] == [np.float64, np.float64]
+    # the lent rows come back as the fp32 values the forward would have cast them to
+    assert np.array_equal(parts[1], values.astype(np.float32).astype(np.float64))

@@ -1,4 +1,5 @@
-"""Device plans, precision choice, the executor on the CPU, and worker threads."""
+"""Device plans, precision choice, the executor on the CPU (and its CUDA path on CPU
+stand-ins), and worker threads."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import pytest
 import torch
 
 from oipwire.datatypes import TensorSpec
+from sut.devicedata import INDEX_SPEC, SAMPLE_INDEX, DeviceSamples
 from sut.errors import ConfigError, ModelLoadError
 from sut.models import load_model
+from sut.staging import PinnedPool
 from sut.workers import (
     PRECISIONS,
     Executor,
@@ -95,6 +98,59 @@ def test_outputs_aliasing_the_inputs_stay_the_callers() -> None:
         first, _ = executor.run({"x": [np.ones((2, 2), np.float32)]}, 2)
         executor.run({"x": [np.zeros((2, 2), np.float32)]}, 2)
     assert first[0].tolist() == [[1, 1], [1, 1]]
+
+
+class _Keeps(torch.nn.Module):
+    """Returns its input, and keeps a copy of each input it was called with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.append(x.clone())
+        return x
+
+
+def _on_its_cuda_path(executor: Executor) -> Executor:
+    """`executor` (on the CPU) sent down its CUDA path, on the `cuda_on_cpu` stand-ins: a CPU
+    device is never taken for CUDA, so the stream and events are made here."""
+    executor._cuda = True
+    executor._stream = torch.cuda.Stream(executor.device)
+    executor._events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+    return executor
+
+
+@pytest.mark.usefixtures("cuda_on_cpu")
+def test_a_serial_batch_of_indices_from_several_lent_blocks_reaches_the_forward_in_order(
+        ) -> None:
+    data = np.arange(40, dtype=np.float32).reshape(10, 4)  # the samples 'on the device'
+    spec = (TensorSpec("x", "FP32", (-1, 4)),)
+    model = _Keeps()
+    executor = _on_its_cuda_path(Executor(model, torch.device("cpu"), "fp32", spec, spec,
+                                          DeviceSamples.upload([data], torch.device("cpu"),
+                                                               "fp32")))
+    pool = PinnedPool([INDEX_SPEC], rows=4, limit=3, pinned=False)
+    picks = ([7, 2], [9], [0, 0, 5])
+    blocks = []
+    for picked in picks:
+        lent = pool.lend(len(picked))
+        assert lent is not None
+        lent.arrays[SAMPLE_INDEX][:] = picked
+        blocks.append(lent)
+    order = [i for picked in picks for i in picked]
+    with torch.inference_mode():  # several requests: their blocks joined, as the service does
+        outputs, phases = executor.run({SAMPLE_INDEX: [b.arrays[SAMPLE_INDEX] for b in blocks]},
+                                       len(order))
+        np.testing.assert_array_equal(model.seen[-1].numpy(), data[order])
+        np.testing.assert_array_equal(outputs[0], data[order])
+        assert set(phases) == {"h2d", "compute", "d2h"} and min(phases.values()) >= 0
+        alone, _ = executor.run({}, 2, blocks[0])  # one request: its block read as it is
+        np.testing.assert_array_equal(model.seen[-1].numpy(), data[[7, 2]])
+        again, _ = executor.run({SAMPLE_INDEX: [np.array([3]), np.array([1, 8])]}, 3)
+    np.testing.assert_array_equal(again[0], data[[3, 1, 8]])
+    np.testing.assert_array_equal(outputs[0], data[order])  # the caller's, not a reused buffer
+    assert alone[0].tolist() == data[[7, 2]].tolist()
 
 
 def test_bf16_on_cpu_runs_in_bf16_and_returns_fp32() -> None:

@@ -70,22 +70,29 @@ def workers_warning(settings: TestSettings, spec: str) -> str | None:
 
 
 class _Outbox:
-    """A load process's messages to the driver, written by a thread of their own (the
-    write waits without the GIL): a report larger than the pipe's buffer (64 KiB) would
-    otherwise hold the issue loop until the driver, which reads its workers one at a
-    time, got to it."""
+    """A load process's messages to the driver, each pickled once (`conn.send`'s encoding)
+    and written whole under one lock. `send` queues it for a thread of its own (the write
+    waits without the GIL): a report larger than the pipe's buffer (64 KiB) would otherwise
+    hold the issue loop until the driver, which reads its workers one at a time, got to it.
+    `send_now` writes on the caller's thread (a clock reply must not wait behind a report)."""
 
-    def __init__(self, conn: Connection, lock: threading.Lock) -> None:
-        self._conn, self._lock = conn, lock
-        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._write, name="loadgen-worker-out",
+    def __init__(self, conn: Connection) -> None:
+        self._conn, self._lock = conn, threading.Lock()
+        self._queue: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._drain, name="loadgen-worker-out",
                                         daemon=True)
         self._thread.start()
 
     def send(self, kind: str, body: Any) -> int:
-        """Queue one message; the bytes it takes on the wire."""
-        data = ForkingPickler.dumps((kind, body))  # what `conn.send` would write
-        self._queue.put(bytes(data))
+        """Queue one message for the writer thread; the bytes it takes on the wire."""
+        data = ForkingPickler.dumps((kind, body))
+        self._queue.put(data)
+        return len(data)
+
+    def send_now(self, kind: str, body: Any) -> int:
+        """Write one message at once, on the caller's thread; the bytes it took."""
+        data = ForkingPickler.dumps((kind, body))
+        self._write(data)
         return len(data)
 
     def close(self) -> None:
@@ -93,10 +100,13 @@ class _Outbox:
         self._queue.put(None)
         self._thread.join(OUTBOX_DRAIN_S)
 
-    def _write(self) -> None:
+    def _drain(self) -> None:
         while (data := self._queue.get()) is not None:
-            with self._lock, contextlib.suppress(OSError):  # the parent may have gone
-                self._conn.send_bytes(data)
+            self._write(data)
+
+    def _write(self, data: memoryview) -> None:
+        with self._lock, contextlib.suppress(OSError):  # the parent may have gone
+            self._conn.send_bytes(data)
 
 
 def _child(plan: RunPlan, spec: str, index: int, count: int, conn: Connection,
@@ -104,16 +114,8 @@ def _child(plan: RunPlan, spec: str, index: int, count: int, conn: Connection,
     """The entry point of one load process (pinned to `cpus` when given)."""
     if cpus:
         os.sched_setaffinity(0, cpus)
-    lock = threading.Lock()
     hung_up = threading.Event()
-
-    def send(kind: str, body: Any) -> int:  # at once, on the caller's thread
-        data = ForkingPickler.dumps((kind, body))
-        with lock, contextlib.suppress(OSError):  # the parent may have gone
-            conn.send_bytes(data)
-        return len(data)
-
-    outbox = _Outbox(conn, lock)
+    outbox = _Outbox(conn)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -124,7 +126,7 @@ def _child(plan: RunPlan, spec: str, index: int, count: int, conn: Connection,
                 while True:
                     what, *body = conn.recv()
                     if what == "ping":
-                        send("pong", time.perf_counter_ns())
+                        outbox.send_now("pong", time.perf_counter_ns())
                     elif what == "release":
                         loop.call_soon_threadsafe(start.set_result, int(body[0]))
             except (EOFError, OSError):
@@ -138,7 +140,7 @@ def _child(plan: RunPlan, spec: str, index: int, count: int, conn: Connection,
         outbox.close()
         hung_up.wait()  # stay to answer the driver's last pings, until it hangs up
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises
-        send(ERROR, "".join(traceback.format_exception_only(exc)).strip())
+        outbox.send_now(ERROR, "".join(traceback.format_exception_only(exc)).strip())
     finally:
         conn.close()
 

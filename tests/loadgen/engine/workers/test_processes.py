@@ -1,13 +1,18 @@
-"""Several load processes: exact merging, the one-issuer rule, and a --workers 2 run end to end."""
+"""Several load processes: exact merging, the one-issuer rule, a process's outbox, and a
+--workers 2 run end to end."""
 
 import dataclasses
+import multiprocessing
+import pickle
+import threading
+from typing import Any
 
 import numpy as np
 import pytest
 
 from loadgen.adapters.null import NullSut
 from loadgen.api import run_async, run_loop, run_test
-from loadgen.engine.workers.processes import workers_warning
+from loadgen.engine.workers.processes import _Outbox, workers_warning
 from loadgen.errors import SettingsError, SutError
 from loadgen.plan.plan import RunPlan
 from loadgen.plan.schedule import share_size
@@ -120,3 +125,45 @@ def test_a_failing_worker_fails_the_run():
     settings = load_settings(None, [*DEV, "workers=2"])
     with pytest.raises(SutError, match=r"load process \d failed: .*bogus"):
         run_test(settings, "sim:bogus=1")
+
+
+class _Counted:
+    """A message body that counts the times it is pickled."""
+
+    pickled = 0
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        _Counted.pickled += 1
+        return _Counted, (self.payload,)
+
+
+def test_a_report_past_the_pipe_buffer_is_queued_at_once_and_crosses_intact_pickled_once():
+    _Counted.pickled = 0
+    mine, theirs = multiprocessing.Pipe()  # as the driver's: a socket pair
+    outbox = _Outbox(theirs)
+    try:
+        payload = bytes(range(256)) * (8 << 10)  # 2 MiB: past any pipe or socket buffer
+        sizes: list[int] = []
+        queued = threading.Event()
+
+        def send() -> None:
+            sizes.append(outbox.send("report", _Counted(payload)))
+            queued.set()
+
+        threading.Thread(target=send, daemon=True).start()
+        assert queued.wait(10)  # back before anything was read: the writer thread writes it
+        assert mine.poll(10)
+        data = mine.recv_bytes()
+        kind, body = pickle.loads(data)  # what `conn.recv` does, our own bytes
+        assert kind == "report" and body.payload == payload
+        assert len(data) == sizes[0]  # the size the process counts is what crossed
+        assert _Counted.pickled == 1
+        assert outbox.send_now("pong", 42) > 0  # on this thread, at once
+        assert mine.poll(10) and mine.recv() == ("pong", 42)
+    finally:
+        outbox.close()
+        mine.close()
+        theirs.close()
