@@ -38,12 +38,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check loadgen sut oipwire tests benchmarks
 	$(VENV)/bin/mypy --strict loadgen sut oipwire
 
-# The suite in two parts, both run whatever the first gave, either failing the target: every
-# test not marked `serial` on TEST_WORKERS pytest-xdist workers (2, CI's cores: one more worker
-# than cores only queues; each test file kept whole on one worker, so its module fixtures start
-# once), then the `serial` ones (timing-sensitive) alone, on a host the rest no longer loads:
-# collected from the files that say `pytest.mark.serial` only (collecting all takes ~25 s).
-# Exit 5 there means no test is marked `serial`: nothing to run, not a failure.
+# The suite in two parts, both run whatever the first gave, either failing the target:
+# 1. every test not marked `serial` on TEST_WORKERS pytest-xdist workers: 2, one per core of
+#    CI's 2-core machine (fixed, not -n auto: a big machine's one worker per core would crowd
+#    the functional tests' servers and time bounds); each test file whole on one worker
+#    (--dist loadfile), so its module fixtures and servers start once;
+# 2. the `serial` ones (timing-sensitive: they skip when the host is busy) alone, on a host
+#    the rest no longer loads, collected from the files that say `pytest.mark.serial` only
+#    (collecting every file takes ~25 s). Exit 5 there (no test marked) is not a failure.
 # `python -m pytest` alone still runs everything, in one process.
 TEST_WORKERS ?= 2
 
