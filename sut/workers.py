@@ -37,8 +37,7 @@ from oipwire.timing import COMPUTE, D2H, H2D
 from sut.devicedata import SAMPLE_INDEX, DeviceSamples, IndexBuffers
 from sut.errors import ConfigError, ModelLoadError
 from sut.forward import PRECISIONS, Forward
-from sut.staging import Lent
-from sut.tensors import torch_dtype
+from sut.staging import Lent, stage
 
 __all__ = [
     "PRECISIONS",
@@ -273,18 +272,9 @@ class Executor:
                         D2H: d2h + time.perf_counter_ns() - copied_ns}
 
     def _stage(self, spec: TensorSpec, parts: list[np.ndarray], rows: int) -> torch.Tensor:
-        """Concatenate a batch into a reused pinned host buffer, for the copy to the GPU."""
-        shape = parts[0].shape[1:]
-        buf = self._staging.get(spec.name)
-        if buf is None or buf.shape[0] < rows or tuple(buf.shape[1:]) != shape:
-            buf = torch.empty((rows, *shape), dtype=torch_dtype(spec.datatype),
-                              pin_memory=True)
-            self._staging[spec.name] = buf
-        view = buf.numpy()[:rows]
-        if len(parts) == 1:
-            view[...] = parts[0]
-        else:
-            np.concatenate(parts, axis=0, out=view)
+        """Join a batch into a reused pinned host buffer, for the copy to the GPU."""
+        self._staging[spec.name] = buf = stage(self._staging.get(spec.name), parts, rows,
+                                               pinned=True)
         return buf[:rows]
 
     def _land(self, index: int, result: torch.Tensor) -> torch.Tensor:

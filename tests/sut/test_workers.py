@@ -153,6 +153,23 @@ def test_a_serial_batch_of_indices_from_several_lent_blocks_reaches_the_forward_
     assert alone[0].tolist() == data[[7, 2]].tolist()
 
 
+@pytest.mark.usefixtures("cuda_on_cpu")
+def test_a_serial_batch_of_rows_is_joined_in_one_reused_staging_buffer_in_order() -> None:
+    spec = (TensorSpec("x", "FP32", (-1, 3)),)
+    model = _Keeps()
+    executor = _on_its_cuda_path(Executor(model, torch.device("cpu"), "fp32", spec, spec))
+    parts = [np.full((2, 3), 1, np.float32), np.full((1, 3), 2, np.float32)]
+    with torch.inference_mode():
+        first, phases = executor.run({"x": parts}, 3)
+        buffer = executor._staging["x"]
+        second, _ = executor.run({"x": [np.full((2, 3), 7, np.float32)]}, 2)
+    assert model.seen[0][:, 0].tolist() == [1, 1, 2]  # the requests' rows, in order
+    assert first[0][:, 0].tolist() == [1, 1, 2]  # the caller's copy, not the buffer
+    assert second[0].tolist() == [[7, 7, 7]] * 2
+    assert executor._staging["x"] is buffer  # fewer rows: the same buffer, not a new one
+    assert set(phases) == {"h2d", "compute", "d2h"}
+
+
 def test_bf16_on_cpu_runs_in_bf16_and_returns_fp32() -> None:
     executor, loaded = _executor("mlp", "bf16")
     reference, _ = _executor("mlp", "fp32")

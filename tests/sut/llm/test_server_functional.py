@@ -168,6 +168,8 @@ def test_bearer_token_health_models_metrics_and_trace(server: LlmServerThread) -
                  "vllm:request_decode_time_seconds_bucket", "vllm:prompt_tokens_total",
                  "vllm:generation_tokens_total"):
         assert f"{name}{{" in metrics, name
+    done, _, _ = _call(_post(f"{server.url}/v1/completions", {"prompt": "x", "max_tokens": 2}))
+    assert done == 200  # the engine has stepped, whichever tests ran before this one
     status, steps = _call(get("/debug/steps?last=3"))
     records = json.loads(steps)["steps"]
     assert status == 200 and 0 < len(records) <= 3
