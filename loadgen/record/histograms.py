@@ -71,6 +71,7 @@ __all__ = [
     "percentiles_ns",
     "record_array",
     "summary_ns",
+    "written",
 ]
 
 LOWEST_NS = 1
@@ -414,6 +415,14 @@ def encode(hist: HdrHistogram) -> str:
 HistText = Callable[[HdrHistogram], "str | bytes"]
 """How a histogram is written: `encode` (V2 text, for files) or `gain_blob` (a `Gain`,
 in a load worker's report)."""
+
+
+
+def written(hist: HdrHistogram, text: HistText = encode) -> str | bytes | None:
+    """`hist` (or a `Gain`) written by `text`, V2 base64 by default; None when it holds no
+    value (how every tally writes an empty histogram)."""
+    return text(hist) if hist.total_count else None
+
 
 _GAIN_HEADER = struct.Struct("<8sQQIQB")  # magic, lowest, highest, digits, lo, word size
 _GAIN_MAGIC = b"hdrgain1"

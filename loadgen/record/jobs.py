@@ -21,6 +21,7 @@ from loadgen.record.histograms import (
     encode,
     merge,
     new_histogram,
+    written,
 )
 
 __all__ = ["JOB_COUNTERS", "JobRecorder", "JobTally"]
@@ -39,7 +40,7 @@ class JobTally:
     def encode(self, text: HistText = encode) -> dict[str, Any]:
         """Plain values (the histogram as `text`, V2 by default; None when empty)."""
         return {"deadline_ns": self.deadline_ns, "counters": dict(self.counters),
-                "time_ns": text(self.time_ns) if self.time_ns.total_count else None}
+                "time_ns": written(self.time_ns, text)}
 
     @classmethod
     def decode(cls, doc: dict[str, Any]) -> JobTally:

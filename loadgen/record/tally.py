@@ -15,7 +15,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
 
-from loadgen.record.histograms import HistText, decode, encode, merge, new_histogram
+from loadgen.record.histograms import HistText, decode, encode, merge, new_histogram, written
 from loadgen.record.jobs import JobTally
 from loadgen.record.tokens import TokenTally
 from loadgen.record.windows import WindowCounts, merge_windows
@@ -78,13 +78,10 @@ class Tally:
 
     def encode(self, text: HistText = encode) -> dict[str, Any]:
         """Plain values: histograms as `text`, V2 base64 by default (empty ones as None;
-        reports between processes use `sparse_text`)."""
-        def blob(h: HdrHistogram) -> str | bytes | None:
-            return text(h) if h.total_count else None
-
+        a load worker's reports use `gain_blob`)."""
         return {
-            "histograms": {k: blob(h) for k, h in self.histograms.items()},
-            "components": {k: blob(h) for k, h in self.components.items()},
+            "histograms": {k: written(h, text) for k, h in self.histograms.items()},
+            "components": {k: written(h, text) for k, h in self.components.items()},
             "batch_sizes": dict(self.batch_sizes), "errors_by_kind": dict(self.errors_by_kind),
             "error_messages": {k: list(v) for k, v in self.error_messages.items()},
             **{k: getattr(self, k) for k in COUNTERS},

@@ -41,6 +41,7 @@ from loadgen.record.histograms import (
     encode,
     merge,
     new_histogram,
+    written,
 )
 from loadgen.record.turns import TURN_METRICS, TurnHistograms, TurnRecorder, merge_turns
 
@@ -79,11 +80,9 @@ class TokenTally:
 
     def encode(self, text: HistText = encode) -> dict[str, Any]:
         """Plain values: histograms as `text`, V2 base64 by default (empty ones as None)."""
-        return {"histograms": {k: text(h) if h.total_count else None
-                               for k, h in self.histograms.items()},
+        return {"histograms": {k: written(h, text) for k, h in self.histograms.items()},
                 "counters": dict(self.counters),
-                "turns": {str(turn): {k: text(h) if h.total_count else None
-                                      for k, h in hists.items()}
+                "turns": {str(turn): {k: written(h, text) for k, h in hists.items()}
                           for turn, hists in self.turns.items()}}
 
     @classmethod

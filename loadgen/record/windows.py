@@ -34,6 +34,7 @@ from loadgen.record.histograms import (
     encode,
     record_array,
     summary_ns,
+    written,
 )
 
 __all__ = [
@@ -85,7 +86,7 @@ class Bin:
 
     def encode(self, text: HistText = encode) -> list[Any]:
         """[histogram as `text` (V2 base64 by default) or None, queries, good, errors]."""
-        hist = None if self.hist is None or not self.hist.total_count else text(self.hist)
+        hist = None if self.hist is None else written(self.hist, text)
         return [hist, self.queries, self.good, self.errors]
 
     @classmethod
