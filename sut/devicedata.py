@@ -32,7 +32,7 @@ import torch
 
 from oipwire.datatypes import TensorSpec
 from sut.errors import InvalidInput
-from sut.staging import Lent, block_dtype, stage
+from sut.staging import Lent, block_dtype_of, stage
 
 __all__ = ["AUTO_SHARE", "INDEX_SPEC", "SAMPLE_INDEX", "DeviceSamples", "IndexBuffers",
            "SamplesDecision", "dataset_bytes", "decide", "index_rows", "place_samples"]
@@ -115,14 +115,9 @@ def index_rows(inputs: Mapping[str, np.ndarray], limit: int, size: int) -> int:
     return len(index)
 
 
-def _held(array: np.ndarray, precision: str) -> torch.dtype:
-    """The dtype `array`'s input is kept in on the device (`block_dtype`)."""
-    return block_dtype(torch.from_numpy(array[:0]).dtype, precision)
-
-
 def dataset_bytes(arrays: Sequence[np.ndarray], precision: str) -> int:
     """Bytes the inputs take on the device, floating ones at `precision`."""
-    return sum(a.size * torch.empty(0, dtype=_held(a, precision)).element_size()
+    return sum(a.size * torch.empty(0, dtype=block_dtype_of(a, precision)).element_size()
                for a in arrays)
 
 
@@ -140,7 +135,7 @@ class DeviceSamples:
         """`arrays` (every sample, spec order) copied to `device`, floating ones at
         `precision`."""
         return cls([torch.from_numpy(np.ascontiguousarray(a)).to(
-            device=device, dtype=_held(a, precision)) for a in arrays])
+            device=device, dtype=block_dtype_of(a, precision)) for a in arrays])
 
     @property
     def dtypes(self) -> tuple[torch.dtype, ...]:

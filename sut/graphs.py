@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from sut.forward import Forward
-from sut.staging import block_dtype
+from sut.staging import block_dtype_of
 
 __all__ = ["TOLERANCE", "GraphError", "GraphSet", "buckets_up_to"]
 
@@ -105,8 +105,7 @@ class GraphSet:
         if any(a.shape[0] < max_rows for a in sample):
             raise GraphError(f"capture needs {max_rows} sample rows")
         tolerance = TOLERANCE[forward.precision]
-        kinds = list(dtypes) or [block_dtype(torch.from_numpy(a[:0]).dtype, forward.precision)
-                                 for a in sample]
+        kinds = list(dtypes) or [block_dtype_of(a, forward.precision) for a in sample]
         buckets = buckets_up_to(max_rows)
         pool = torch.cuda.graph_pool_handle()
         side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]

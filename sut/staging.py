@@ -29,8 +29,8 @@ from oipwire.datatypes import TensorSpec
 from sut.forward import PRECISIONS
 from sut.tensors import torch_dtype
 
-__all__ = ["Lent", "PinnedPool", "block_dtype", "held_apart", "host_buffer", "request_parts",
-           "stage", "to_block"]
+__all__ = ["Lent", "PinnedPool", "block_dtype", "block_dtype_of", "held_apart", "host_buffer",
+           "request_parts", "stage", "to_block"]
 
 
 def block_dtype(dtype: torch.dtype, precision: str) -> torch.dtype:
@@ -38,6 +38,11 @@ def block_dtype(dtype: torch.dtype, precision: str) -> torch.dtype:
     a device, a CUDA graph's static input): what the forward receives, i.e. the precision's
     when the input is floating (an FP64 input at fp32 too), else `dtype` itself."""
     return PRECISIONS[precision] if dtype.is_floating_point else dtype
+
+
+def block_dtype_of(array: np.ndarray, precision: str) -> torch.dtype:
+    """`block_dtype` of an input given as a numpy array (a dataset's, a sample's)."""
+    return block_dtype(torch.from_numpy(array[:0]).dtype, precision)
 
 
 def held_apart(specs: Sequence[TensorSpec], precision: str) -> dict[str, torch.dtype]:

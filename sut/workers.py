@@ -37,7 +37,7 @@ from oipwire.timing import COMPUTE, D2H, H2D
 from sut.devicedata import SAMPLE_INDEX, DeviceSamples, IndexBuffers
 from sut.errors import ConfigError, ModelLoadError
 from sut.forward import PRECISIONS, Forward
-from sut.staging import Lent, stage
+from sut.staging import Lent, host_buffer, stage
 
 __all__ = [
     "PRECISIONS",
@@ -209,7 +209,7 @@ class Executor:
         self._cuda = device.type == "cuda"
         self._staging: dict[str, torch.Tensor] = {}
         self._index = IndexBuffers(device, pinned=self._cuda)  # a batch of sample indices
-        self._landing: list[torch.Tensor] = []
+        self._landing: list[torch.Tensor | None] = []
         if self._cuda:
             self._stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
             self._events = [
@@ -280,12 +280,10 @@ class Executor:
     def _land(self, index: int, result: torch.Tensor) -> torch.Tensor:
         """A reused pinned host buffer shaped for a device result."""
         if index == len(self._landing):
-            self._landing.append(torch.empty(0))
-        buf = self._landing[index]
+            self._landing.append(None)
         rows = result.shape[0]
-        if buf.dtype != result.dtype or buf.shape[0] < rows or buf.shape[1:] != result.shape[1:]:
-            buf = torch.empty(tuple(result.shape), dtype=result.dtype, pin_memory=True)
-            self._landing[index] = buf
+        self._landing[index] = buf = host_buffer(self._landing[index], rows, result.shape[1:],
+                                                 result.dtype, pinned=True)
         return buf[:rows]
 
 
